@@ -1,0 +1,185 @@
+//! A lock-free token bucket that knows exactly when its next token will exist.
+//!
+//! The bucket is the generic cell rate algorithm (GCRA, "virtual scheduling"): its whole state is one
+//! 64-bit number, the theoretical arrival time (TAT) of the next request that would conform, updated
+//! with a compare-and-swap. That makes it lock-free, makes "when will a token exist?" a subtraction, and
+//! lets a request *reserve* a future token: it then waits exactly until that moment and no longer,
+//! instead of polling.
+//!
+//! Definitions (the crate's documented meaning of *burst*): a bucket with rate `r` and capacity `b`
+//! emits one token every `T = ceil(1e9 / r)` nanoseconds and admits a request at time `t` iff
+//! `TAT - (b - 1)·T <= t`. So after an idle spell of at least `b·T` it admits exactly `b` requests at
+//! once, then one every `T`, and in any span of length `d` it admits at most `b + d/T <= b + r·d`.
+//! `T` is rounded up, so a bucket never runs faster than its rate.
+//!
+//! ```
+//! use sluicegate::bucket::{Bucket, BucketParams};
+//!
+//! let params = BucketParams::new(10.0, 2); // 10 tokens/s, 2 at once
+//! let bucket = Bucket::new();
+//! let t0 = 1_000_000_000; // 1 s on some clock, in nanoseconds
+//! assert!(bucket.try_acquire(t0, &params).is_ok());
+//! assert!(bucket.try_acquire(t0, &params).is_ok());
+//! // The third must wait 100 ms for its token, and the bucket says so.
+//! assert_eq!(bucket.try_acquire(t0, &params), Err(100_000_000));
+//! ```
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::clock::Nanos;
+
+/// A bucket's rate and capacity, in the form the algorithm uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BucketParams {
+    /// Nanoseconds between tokens (at least 1).
+    interval: Nanos,
+    /// How far ahead of now the TAT may run with a request still admitted at once: `(b - 1)·T`.
+    tolerance: Nanos,
+    capacity: u64,
+}
+
+impl BucketParams {
+    /// `rate` tokens per second (finite and positive, else the bucket admits one token per 584 years),
+    /// up to `capacity` at once (at least 1).
+    pub fn new(rate: f64, capacity: u64) -> Self {
+        let interval = if rate.is_finite() && rate > 0.0 {
+            let ns = (1e9 / rate).ceil();
+            if ns >= u64::MAX as f64 {
+                u64::MAX
+            } else {
+                (ns as u64).max(1)
+            }
+        } else {
+            u64::MAX
+        };
+        let capacity = capacity.max(1);
+        BucketParams {
+            interval,
+            tolerance: (capacity - 1).saturating_mul(interval),
+            capacity,
+        }
+    }
+
+    /// A bucket at `rate` tokens per second that may bank `burst` worth of its rate: capacity
+    /// `max(1, floor(rate·burst))`.
+    pub fn with_burst(rate: f64, burst: Duration) -> Self {
+        let tokens = rate * burst.as_secs_f64();
+        let capacity = if tokens.is_finite() && tokens >= 1.0 {
+            if tokens >= u64::MAX as f64 {
+                u64::MAX
+            } else {
+                tokens as u64
+            }
+        } else {
+            1
+        };
+        Self::new(rate, capacity)
+    }
+
+    /// Nanoseconds between two tokens.
+    pub fn interval(&self) -> Nanos {
+        self.interval
+    }
+
+    /// How many requests the bucket admits at once after an idle spell.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+}
+
+/// A reserved token: when it becomes usable, and what the bucket looked like before, so that a
+/// reservation nobody uses can be handed back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reservation {
+    /// How long the holder must wait before using the token (0: at once).
+    pub wait: Nanos,
+    before: Nanos,
+    after: Nanos,
+}
+
+/// The bucket's state: one atomic. Parameters are passed in on each call, so a reload can change the
+/// rate without losing what the bucket has banked or owes.
+#[derive(Debug, Default)]
+pub struct Bucket {
+    tat: AtomicU64,
+}
+
+impl Bucket {
+    /// A full bucket (as if idle forever).
+    pub fn new() -> Self {
+        Bucket {
+            tat: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes a token at `now` if one exists; otherwise says how long until one does.
+    #[inline]
+    pub fn try_acquire(&self, now: Nanos, params: &BucketParams) -> Result<(), Nanos> {
+        self.reserve(now, 0, params).map(|_| ())
+    }
+
+    /// Reserves the next token if it will exist within `max_wait` of `now`. On refusal, returns the
+    /// shortest delay after which the same call would succeed (if nobody else takes tokens meanwhile).
+    #[inline]
+    pub fn reserve(
+        &self,
+        now: Nanos,
+        max_wait: Nanos,
+        params: &BucketParams,
+    ) -> Result<Reservation, Nanos> {
+        let mut tat = self.tat.load(Ordering::Acquire);
+        loop {
+            let conforms_at = tat.saturating_sub(params.tolerance);
+            let wait = conforms_at.saturating_sub(now);
+            if wait > max_wait {
+                return Err(wait - max_wait);
+            }
+            // A clock that went backwards reads as "no time has passed": max() keeps the later TAT.
+            let after = tat.max(now).saturating_add(params.interval);
+            match self
+                .tat
+                .compare_exchange_weak(tat, after, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    return Ok(Reservation {
+                        wait,
+                        before: tat,
+                        after,
+                    })
+                }
+                Err(current) => tat = current,
+            }
+        }
+    }
+
+    /// Hands an unused reservation back. This succeeds only while it is still the latest reservation:
+    /// handing back a token that later reservations were scheduled behind would let two of them share
+    /// one slot, so in that case the token is left unused (erring on the side of protecting the
+    /// service). Returns whether the token was returned.
+    pub fn cancel(&self, reservation: &Reservation) -> bool {
+        self.tat
+            .compare_exchange(
+                reservation.after,
+                reservation.before,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+
+    /// Empties the bucket at `now` (keeps one token), so that a switch that has just turned on paces
+    /// requests from the start instead of letting a banked burst into a service that is already drowning.
+    pub fn drain(&self, now: Nanos, params: &BucketParams) {
+        let empty = now.saturating_add(params.tolerance);
+        self.tat.fetch_max(empty, Ordering::AcqRel);
+    }
+
+    /// How long from `now` until the bucket would admit a request at once.
+    pub fn time_to_token(&self, now: Nanos, params: &BucketParams) -> Nanos {
+        self.tat
+            .load(Ordering::Acquire)
+            .saturating_sub(params.tolerance)
+            .saturating_sub(now)
+    }
+}

@@ -1,0 +1,221 @@
+//! The rules a configuration must satisfy, checked all at once so that every problem is reported.
+
+use std::fmt::Display;
+use std::time::Duration;
+
+use super::{Config, GateConfig, RoutesConfig, SamplerConfig, Violation};
+
+/// Largest latency window: big enough for any real use, small enough that sorting it every tick is
+/// cheap.
+const MAX_WINDOW: usize = 100_000;
+
+/// Smallest explicit memory limit: anything smaller is surely a unit mistake (`512` meant as MiB).
+const MIN_MEMORY_LIMIT: u64 = 1 << 20;
+
+const POSITIVE_RATE: &str = "must be a finite number greater than 0";
+const POSITIVE_DURATION: &str = "must be greater than 0";
+const AT_LEAST_ONE: &str = "must be at least 1";
+
+/// Every broken rule of `config`, in key order.
+pub(crate) fn check(config: &Config) -> Vec<Violation> {
+    let mut report = Report::default();
+    gate(&mut report, &config.gate);
+    sampler(&mut report, &config.sampler);
+    routes(&mut report, &config.routes);
+    report.violations
+}
+
+#[derive(Default)]
+struct Report {
+    violations: Vec<Violation>,
+}
+
+impl Report {
+    fn add(&mut self, key: &str, value: impl Display, rule: impl Into<String>) {
+        self.violations.push(Violation {
+            key: key.to_owned(),
+            value: value.to_string(),
+            rule: rule.into(),
+        });
+    }
+
+    fn at_least_one(&mut self, key: &str, value: u64) {
+        if value < 1 {
+            self.add(key, value, AT_LEAST_ONE);
+        }
+    }
+
+    /// A rate in tokens per second: finite and positive. Returns whether it is.
+    fn rate(&mut self, key: &str, value: f64) -> bool {
+        let ok = value.is_finite() && value > 0.0;
+        if !ok {
+            self.add(key, float(value), POSITIVE_RATE);
+        }
+        ok
+    }
+
+    /// A duration: it must fit in 64-bit nanoseconds, and be positive unless `zero_allowed`.
+    fn duration(&mut self, key: &str, value: Duration, zero_allowed: bool) {
+        if value.is_zero() && !zero_allowed {
+            self.add(key, duration(value), POSITIVE_DURATION);
+        }
+        if value.as_nanos() > u128::from(u64::MAX) {
+            self.add(
+                key,
+                duration(value),
+                "must fit in 64-bit nanoseconds (at most about 584 years)",
+            );
+        }
+    }
+}
+
+fn gate(report: &mut Report, gate: &GateConfig) {
+    report.at_least_one("gate.max_running", gate.max_running);
+    report.duration("gate.max_avg_latency", gate.max_avg_latency, false);
+    let urgent_ok = report.rate("gate.max_qps", gate.max_qps);
+    let non_urgent_ok = report.rate("gate.non_urgent_qps", gate.non_urgent_qps);
+    if urgent_ok && non_urgent_ok && gate.non_urgent_qps > gate.max_qps {
+        report.add(
+            "gate.non_urgent_qps",
+            float(gate.non_urgent_qps),
+            format!(
+                "must be at most max_qps ({}): the non-urgent trickle cannot exceed the urgent rate",
+                float(gate.max_qps)
+            ),
+        );
+    }
+    report.duration("gate.request_timeout", gate.request_timeout, true);
+    report.at_least_one("gate.max_in_flight", gate.max_in_flight);
+    if gate.max_in_flight >= 1 && gate.max_in_flight < gate.max_running {
+        report.add(
+            "gate.max_in_flight",
+            format!(
+                "{} (max_running = {})",
+                gate.max_in_flight, gate.max_running
+            ),
+            "must be at least max_running: a ceiling below its soft threshold would refuse work \
+             before the switch could act",
+        );
+    }
+    let ratio = gate.max_memory_ratio;
+    if !(ratio.is_finite() && ratio > 0.0 && ratio <= 1.0) {
+        report.add(
+            "gate.max_memory_ratio",
+            float(ratio),
+            "must be a finite number greater than 0 and at most 1",
+        );
+    }
+    if let Some(limit) = gate.memory_limit {
+        if limit < MIN_MEMORY_LIMIT {
+            report.add(
+                "gate.memory_limit",
+                limit,
+                "must be at least 1 MiB (1048576 bytes); leave it out to use the cgroup or physical \
+                 memory limit",
+            );
+        }
+    }
+    report.duration("gate.burst", gate.burst, false);
+}
+
+fn sampler(report: &mut Report, sampler: &SamplerConfig) {
+    let window = sampler.window;
+    let window_ok = (1..=MAX_WINDOW).contains(&window);
+    if !window_ok {
+        report.add(
+            "sampler.window",
+            window,
+            format!("must be between 1 and {MAX_WINDOW}"),
+        );
+    }
+    let trim = sampler.trim;
+    let trim_ok = trim.is_finite() && (0.0..0.5).contains(&trim);
+    if !trim_ok {
+        report.add(
+            "sampler.trim",
+            float(trim),
+            "must be a finite number with 0 <= trim < 0.5 (it is cut at each end; at 0.5 nothing \
+             would remain)",
+        );
+    } else if window_ok {
+        // `window * trim < window / 2` in exact arithmetic, but the float product can round up.
+        let cut = (window as f64 * trim).floor() as usize;
+        if window.saturating_sub(cut.saturating_mul(2)) < 1 {
+            report.add(
+                "sampler.trim",
+                float(trim),
+                format!("must leave at least one of the {window} samples after trimming both ends"),
+            );
+        }
+    }
+    let min_samples = sampler.min_samples;
+    if min_samples < 1 {
+        report.add("sampler.min_samples", min_samples, AT_LEAST_ONE);
+    } else if window_ok && min_samples > window {
+        report.add(
+            "sampler.min_samples",
+            min_samples,
+            format!(
+                "must be at most window ({window}): min_samples > window would never be reached"
+            ),
+        );
+    }
+    report.duration("sampler.tick", sampler.tick, false);
+    report.duration("sampler.probe_interval", sampler.probe_interval, false);
+}
+
+fn routes(report: &mut Report, routes: &RoutesConfig) {
+    for (key, patterns) in [
+        ("routes.urgent", &routes.urgent),
+        ("routes.non_urgent", &routes.non_urgent),
+    ] {
+        for pattern in patterns {
+            if pattern.trim().is_empty() {
+                report.add(key, quoted(pattern), "a pattern must not be empty or blank");
+            } else if pattern.find('*').is_some_and(|at| at + 1 != pattern.len()) {
+                report.add(
+                    key,
+                    quoted(pattern),
+                    "`*` is allowed only as the last character (a prefix pattern)",
+                );
+            }
+        }
+    }
+    let mut reported: Vec<&str> = Vec::new();
+    for pattern in &routes.non_urgent {
+        if routes.urgent.contains(pattern) && !reported.contains(&pattern.as_str()) {
+            reported.push(pattern);
+            report.add(
+                "routes.non_urgent",
+                quoted(pattern),
+                "the pattern is also in routes.urgent: a route cannot be both urgent and non-urgent",
+            );
+        }
+    }
+    report.at_least_one(
+        "routes.lookup_cache_entries",
+        u64::try_from(routes.lookup_cache_entries).unwrap_or(u64::MAX),
+    );
+    report.duration("routes.lookup_cache_ttl", routes.lookup_cache_ttl, false);
+}
+
+/// A float as TOML writes it (`nan`, `inf`, `-inf`, `0.5`, `-5`).
+fn float(value: f64) -> String {
+    if value.is_nan() {
+        "nan".to_owned()
+    } else if value.is_infinite() {
+        if value > 0.0 { "inf" } else { "-inf" }.to_owned()
+    } else {
+        value.to_string()
+    }
+}
+
+/// A duration as the configuration file writes it.
+fn duration(value: Duration) -> String {
+    format!("\"{}\"", humantime::format_duration(value))
+}
+
+/// A route pattern, quoted and escaped.
+fn quoted(pattern: &str) -> String {
+    format!("{pattern:?}")
+}

@@ -1,0 +1,977 @@
+//! The gate: where a request is admitted, made to wait, or refused.
+//!
+//! The decision core is synchronous and driven by the clock: it answers "admit", "wait until T" or
+//! "refuse". Async ([`Gate::acquire`], [`Gate::call`]) and blocking ([`Gate::acquire_blocking`],
+//! [`Gate::call_blocking`]) waiting are thin layers over it.
+//!
+//! # The request path
+//! 1. Hard ceilings, switch or not: memory at or above `max_memory_ratio` of the limit, or in-flight at
+//!    or above `max_in_flight`, refuses at once.
+//! 2. Switch off: admitted. Nothing else happens; classification is skipped because urgency matters
+//!    only while the switch is on.
+//! 3. Switch on: the request is classified, then draws a token from its bucket. At first every request
+//!    draws from the urgent bucket (`max_qps`). Once the urgent bucket cannot serve a request within
+//!    `request_timeout`, non-urgent requests move to their own bucket (`non_urgent_qps`) until the
+//!    switch goes off. A token that will exist within `request_timeout` is reserved and the request
+//!    waits exactly until then, unless `max_waiters` are already waiting; otherwise it is refused at
+//!    once with `retry_after`.
+//! 4. The admitted request holds a [`Permit`]; releasing it (on return, error, panic or cancellation)
+//!    decrements in-flight and records the latency. Exactly once.
+//!
+//! # When the switch turns on and off
+//! The sampler evaluates the switch once per `tick`, on the first request that finds the tick due.
+//! * **On** when in-flight > `max_running` **and** the trimmed-mean latency > `max_avg_latency` (the
+//!   seed's rule). Without a valid trimmed mean (fewer than `min_samples` latencies) it stays off; the
+//!   hard ceilings still protect.
+//! * **Off** only when all of these hold over the last tick: in-flight < `max_running`; the trimmed mean
+//!   < `max_avg_latency` (or not valid); the rate of requests that reached the buckets was no more than
+//!   the buckets admit (`max_qps`, plus `non_urgent_qps` once non-urgent requests have their own
+//!   bucket); and no bucket refused a request. The last two are what keep it from flapping: throttling
+//!   makes in-flight and latency look healthy, but as long as demand still exceeds what the buckets
+//!   admit, turning off would only let the flood back in.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+
+use crate::bucket::{Bucket, BucketParams, Reservation};
+use crate::clock::{duration_to_nanos, Clock, MonotonicClock, Nanos};
+use crate::config::{Config, ConfigError};
+use crate::counters::{Counters, Event, Stripes};
+use crate::lookup::{LookupCache, UrgencyLookup};
+use crate::probe::{MemoryGauge, MemoryProbe, ProbeThread, SystemMemoryProbe};
+use crate::rejection::{RejectReason, Rejection};
+use crate::request::{Request, Urgency};
+use crate::routes::RouteTable;
+use crate::sampler::{trimmed_mean, LatencyRing, Percentiles};
+use crate::snapshot::Snapshot;
+use crate::switch::{SwitchCell, SwitchMode, SwitchStatus};
+
+/// Marks a permit whose call is not timed.
+const UNTIMED: Nanos = u64::MAX;
+
+/// The overload guard. Cheap to clone: clones share all state.
+///
+/// ```
+/// use sluicegate::{Config, Gate, Request};
+///
+/// let gate = Gate::new(Config::default())?;
+/// let reply = gate.call_blocking(
+///     Request::method("OrderService", "create"),
+///     || "created",
+///     |rejected| if rejected.retry_after.is_some() { "busy, retry later" } else { "busy" },
+/// );
+/// assert_eq!(reply, "created");
+/// # Ok::<(), sluicegate::ConfigError>(())
+/// ```
+pub struct Gate<C: Clock = MonotonicClock> {
+    inner: Arc<Inner<C>>,
+}
+
+impl<C: Clock> Clone for Gate<C> {
+    fn clone(&self) -> Self {
+        Gate {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<C: Clock> std::fmt::Debug for Gate<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("in_flight", &self.inner.in_flight.load(Ordering::Relaxed))
+            .field("switch", &self.inner.switch.load())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Limits the request path reads, kept as plain atomics so that reading them costs a load, not a
+/// reference count.
+#[derive(Debug)]
+struct HotLimits {
+    max_in_flight: AtomicU64,
+    max_memory_ratio: AtomicU64,
+    /// Calls whose stripe sequence number has none of these bits set are timed.
+    sample_mask: AtomicU64,
+}
+
+/// Everything derived from a config, swapped as one on reload.
+struct Settings {
+    config: Config,
+    urgent: BucketParams,
+    non_urgent: BucketParams,
+    request_timeout: Nanos,
+    tick: Nanos,
+    routes: RouteTable,
+    ring: Arc<LatencyRing>,
+    cache: Option<Arc<LookupCache>>,
+}
+
+/// What one tick of the sampler worked out.
+#[derive(Debug, Clone, Copy, Default)]
+struct Figures {
+    trimmed_mean: Option<Nanos>,
+    samples: usize,
+    completion_rate: f64,
+    demand_rate: f64,
+    mean_wait: Option<Nanos>,
+}
+
+/// The sampler's state between ticks; only the request that runs a tick touches it.
+struct Monitor {
+    last_tick: Nanos,
+    last_totals: Counters,
+    ring_seen: u64,
+    scratch: Vec<u64>,
+    percentiles: Percentiles,
+    figures: Figures,
+}
+
+struct Inner<C: Clock> {
+    clock: C,
+    in_flight: CachePadded<AtomicU64>,
+    waiters: CachePadded<AtomicU64>,
+    switch: CachePadded<SwitchCell>,
+    hot: CachePadded<HotLimits>,
+    next_tick: CachePadded<AtomicU64>,
+    urgent: CachePadded<Bucket>,
+    non_urgent: CachePadded<Bucket>,
+    stripes: Stripes,
+    settings: ArcSwap<Settings>,
+    monitor: Mutex<Monitor>,
+    memory: Arc<MemoryGauge>,
+    probe: Option<Arc<dyn MemoryProbe>>,
+    probe_thread: Mutex<Option<ProbeThread>>,
+    lookup: Option<Arc<dyn UrgencyLookup>>,
+}
+
+/// How the memory probe is driven.
+enum ProbeChoice {
+    /// The system probe, refreshed by a background thread.
+    System,
+    /// The given probe, refreshed by a background thread.
+    Background(Arc<dyn MemoryProbe>),
+    /// The given probe, refreshed only when [`Gate::refresh_memory`] is called (simulators, tests).
+    Manual(Arc<dyn MemoryProbe>),
+    /// No probe: memory is unknown and the memory ceiling stays open.
+    Disabled,
+}
+
+/// Builds a [`Gate`] with a clock, memory probe or urgency lookup of your choice.
+///
+/// ```
+/// use sluicegate::{clock::ManualClock, Config, Gate};
+///
+/// let clock = ManualClock::new();
+/// let gate = Gate::builder(Config::default())
+///     .clock(clock.clone())
+///     .without_memory_probe()
+///     .build()?;
+/// assert_eq!(gate.snapshot().in_flight, 0);
+/// # Ok::<(), sluicegate::ConfigError>(())
+/// ```
+pub struct GateBuilder<C: Clock = MonotonicClock> {
+    config: Config,
+    clock: C,
+    probe: ProbeChoice,
+    lookup: Option<Arc<dyn UrgencyLookup>>,
+}
+
+impl<C: Clock> GateBuilder<C> {
+    /// Uses `clock` instead of the current one.
+    pub fn clock<C2: Clock>(self, clock: C2) -> GateBuilder<C2> {
+        GateBuilder {
+            config: self.config,
+            clock,
+            probe: self.probe,
+            lookup: self.lookup,
+        }
+    }
+
+    /// Reads memory with `probe`, refreshed every `probe_interval` by a background thread.
+    pub fn memory_probe(mut self, probe: impl MemoryProbe) -> Self {
+        self.probe = ProbeChoice::Background(Arc::new(probe));
+        self
+    }
+
+    /// Reads memory with `probe`, but only when [`Gate::refresh_memory`] is called: for simulators
+    /// and tests that drive time themselves.
+    pub fn manual_memory_probe(mut self, probe: impl MemoryProbe) -> Self {
+        self.probe = ProbeChoice::Manual(Arc::new(probe));
+        self
+    }
+
+    /// No memory probe: the memory ceiling stays open.
+    pub fn without_memory_probe(mut self) -> Self {
+        self.probe = ProbeChoice::Disabled;
+        self
+    }
+
+    /// Asks `lookup` (through a bounded, expiring cache) for the urgency of requests that carry none
+    /// and match no route.
+    pub fn urgency_lookup(mut self, lookup: impl UrgencyLookup) -> Self {
+        self.lookup = Some(Arc::new(lookup));
+        self
+    }
+
+    /// Validates the config and builds the gate. A probe thread that cannot be started is reported
+    /// with a warning and leaves memory unknown (the memory ceiling open), as a failing probe does.
+    pub fn build(self) -> Result<Gate<C>, ConfigError> {
+        self.config.validate()?;
+        let now = self.clock.now();
+        let settings = Settings::new(self.config, None, self.lookup.is_some());
+        let memory = Arc::new(MemoryGauge::new());
+        let interval = settings.config.sampler.probe_interval;
+        let (probe, background): (Option<Arc<dyn MemoryProbe>>, bool) = match self.probe {
+            ProbeChoice::System => (
+                Some(Arc::new(SystemMemoryProbe::new(settings.config.gate.memory_limit))),
+                true,
+            ),
+            ProbeChoice::Background(p) => (Some(p), true),
+            ProbeChoice::Manual(p) => (Some(p), false),
+            ProbeChoice::Disabled => (None, false),
+        };
+        let probe_thread = match (&probe, background) {
+            (Some(p), true) => match ProbeThread::spawn(Arc::clone(&memory), Arc::clone(p), interval)
+            {
+                Ok(t) => Some(t),
+                Err(error) => {
+                    tracing::warn!(%error, "memory probe thread could not start; memory ceiling open");
+                    None
+                }
+            },
+            _ => None,
+        };
+        let gate = &settings.config.gate;
+        let inner = Inner {
+            clock: self.clock,
+            in_flight: CachePadded::new(AtomicU64::new(0)),
+            waiters: CachePadded::new(AtomicU64::new(0)),
+            switch: CachePadded::new(SwitchCell::new(gate.switch)),
+            hot: CachePadded::new(HotLimits {
+                max_in_flight: AtomicU64::new(gate.max_in_flight),
+                max_memory_ratio: AtomicU64::new(gate.max_memory_ratio.to_bits()),
+                sample_mask: AtomicU64::new(0),
+            }),
+            next_tick: CachePadded::new(AtomicU64::new(now.saturating_add(settings.tick))),
+            urgent: CachePadded::new(Bucket::new()),
+            non_urgent: CachePadded::new(Bucket::new()),
+            stripes: Stripes::new(),
+            monitor: Mutex::new(Monitor {
+                last_tick: now,
+                last_totals: Counters::default(),
+                ring_seen: 0,
+                scratch: Vec::with_capacity(settings.ring.capacity()),
+                percentiles: Percentiles::new(now),
+                figures: Figures::default(),
+            }),
+            settings: ArcSwap::from_pointee(settings),
+            memory,
+            probe,
+            probe_thread: Mutex::new(probe_thread),
+            lookup: self.lookup,
+        };
+        if inner.switch.load().on {
+            inner.drain_buckets(now);
+        }
+        Ok(Gate {
+            inner: Arc::new(inner),
+        })
+    }
+}
+
+impl Settings {
+    fn new(config: Config, old_ring: Option<&Arc<LatencyRing>>, with_cache: bool) -> Self {
+        let g = &config.gate;
+        let window = config.sampler.window;
+        let ring = match old_ring {
+            Some(r) if r.capacity() >= window.saturating_mul(2) => Arc::clone(r),
+            _ => Arc::new(LatencyRing::new(window)),
+        };
+        let cache = with_cache.then(|| {
+            Arc::new(LookupCache::new(
+                config.routes.lookup_cache_entries,
+                duration_to_nanos(config.routes.lookup_cache_ttl),
+            ))
+        });
+        Settings {
+            urgent: BucketParams::with_burst(g.max_qps, g.burst),
+            non_urgent: BucketParams::with_burst(g.non_urgent_qps, g.burst),
+            request_timeout: duration_to_nanos(g.request_timeout),
+            tick: duration_to_nanos(config.sampler.tick).max(1),
+            routes: RouteTable::new(&config.routes),
+            ring,
+            cache,
+            config,
+        }
+    }
+}
+
+impl Gate<MonotonicClock> {
+    /// A gate on the monotonic clock, with the system memory probe on a background thread.
+    pub fn new(config: Config) -> Result<Self, ConfigError> {
+        Self::builder(config).build()
+    }
+
+    /// A builder, to choose the clock, the memory probe or an urgency lookup.
+    pub fn builder(config: Config) -> GateBuilder<MonotonicClock> {
+        GateBuilder {
+            config,
+            clock: MonotonicClock::new(),
+            probe: ProbeChoice::System,
+            lookup: None,
+        }
+    }
+}
+
+impl<C: Clock> Gate<C> {
+    /// A gate on `clock` (a [`crate::clock::ManualClock`] in tests and the simulator), with the system
+    /// memory probe on a background thread.
+    pub fn with_clock(config: Config, clock: C) -> Result<Self, ConfigError> {
+        Gate::builder(config).clock(clock).build()
+    }
+
+    /// The gate's clock.
+    pub fn clock(&self) -> &C {
+        &self.inner.clock
+    }
+
+    /// Admits the request, waits for its token, or refuses it. The permit releases the request when
+    /// dropped (as a success) or through [`Permit::success`] / [`Permit::failure`]. Dropping the future
+    /// while it waits for a token gives the token back where that is safe (see [`Bucket::cancel`]).
+    pub async fn acquire(&self, request: &Request<'_>) -> Result<Permit<'_, C>, Rejection> {
+        let inner = &*self.inner;
+        let status = inner.check_ceilings()?;
+        if !status.on {
+            return inner.enter_unpaced();
+        }
+        let mut now = inner.clock.now();
+        inner.maybe_tick(now);
+        let urgency = match inner.classify_cached(request, now) {
+            Some(u) => u,
+            None => {
+                let u = inner.classify_by_lookup(request, now).await;
+                now = inner.clock.now();
+                u
+            }
+        };
+        match inner.draw(urgency, now)? {
+            Drawn::Admitted(permit) => Ok(permit),
+            Drawn::Wait(waiting) => {
+                if !inner.clock.can_sleep() {
+                    return Err(waiting.refuse_unable_to_wait());
+                }
+                inner.clock.sleep_until(waiting.until).await;
+                waiting.finish()
+            }
+        }
+    }
+
+    /// [`Gate::acquire`] for plain threads: waits for a token by blocking the thread.
+    pub fn acquire_blocking(&self, request: &Request<'_>) -> Result<Permit<'_, C>, Rejection> {
+        let inner = &*self.inner;
+        let status = inner.check_ceilings()?;
+        if !status.on {
+            return inner.enter_unpaced();
+        }
+        let mut now = inner.clock.now();
+        inner.maybe_tick(now);
+        let urgency = match inner.classify_cached(request, now) {
+            Some(u) => u,
+            None => {
+                let u = inner.classify_by_lookup_blocking(request, now);
+                now = inner.clock.now();
+                u
+            }
+        };
+        match inner.draw(urgency, now)? {
+            Drawn::Admitted(permit) => Ok(permit),
+            Drawn::Wait(waiting) => {
+                inner.clock.block_until(waiting.until);
+                waiting.finish()
+            }
+        }
+    }
+
+    /// Admits the request only if it needs no wait: never blocks, never awaits.
+    pub fn try_acquire(&self, request: &Request<'_>) -> Result<Permit<'_, C>, Rejection> {
+        let inner = &*self.inner;
+        let status = inner.check_ceilings()?;
+        if !status.on {
+            return inner.enter_unpaced();
+        }
+        let now = inner.clock.now();
+        inner.maybe_tick(now);
+        let urgency = inner
+            .classify_cached(request, now)
+            .unwrap_or(Urgency::Urgent);
+        match inner.draw(urgency, now)? {
+            Drawn::Admitted(permit) => Ok(permit),
+            Drawn::Wait(waiting) => Err(waiting.refuse_unable_to_wait()),
+        }
+    }
+
+    /// The seed's `call(success, fail)`, async: runs `success` if the request is admitted, `fail` with
+    /// the [`Rejection`] otherwise. The request is released exactly once: when `success`'s future
+    /// completes (a success), panics (a failure; the panic goes on to the caller) or is dropped (counted
+    /// as cancelled). To count some results as failures, use [`Gate::acquire`] and [`Permit::failure`].
+    pub async fn call<T, S, SFut, F, FFut>(&self, request: Request<'_>, success: S, fail: F) -> T
+    where
+        S: FnOnce() -> SFut,
+        SFut: std::future::Future<Output = T>,
+        F: FnOnce(Rejection) -> FFut,
+        FFut: std::future::Future<Output = T>,
+    {
+        match self.acquire(&request).await {
+            Ok(mut permit) => {
+                permit.outcome = Outcome::Cancelled;
+                let reply = success().await;
+                permit.outcome = Outcome::Succeeded;
+                reply
+            }
+            Err(rejection) => fail(rejection).await,
+        }
+    }
+
+    /// The seed's `call(success, fail)` for plain threads. A panic in `success` is released as a
+    /// failure and goes on to the caller.
+    pub fn call_blocking<T>(
+        &self,
+        request: Request<'_>,
+        success: impl FnOnce() -> T,
+        fail: impl FnOnce(Rejection) -> T,
+    ) -> T {
+        match self.acquire_blocking(&request) {
+            Ok(_permit) => success(),
+            Err(rejection) => fail(rejection),
+        }
+    }
+
+    /// Sets who decides whether the switch is on. Each change is an `info` event.
+    pub fn set_switch(&self, mode: SwitchMode) {
+        let (before, after) = self.inner.switch.set_mode(mode);
+        if before != after {
+            tracing::info!(
+                target: "sluicegate::switch",
+                ?mode,
+                on = after.on,
+                "switch mode set"
+            );
+        }
+        if !before.on && after.on {
+            self.inner.drain_buckets(self.inner.clock.now());
+        }
+    }
+
+    /// Replaces the config atomically. Counters, in-flight requests, waiters and what the buckets have
+    /// banked are kept. An invalid config is refused and the old one stays in force. The config's
+    /// `switch` mode is applied only if it differs from the previous config's, so reloading the same
+    /// file does not undo a [`Gate::set_switch`].
+    pub fn reload(&self, config: Config) -> Result<(), ConfigError> {
+        config.validate()?;
+        let inner = &*self.inner;
+        let old = inner.settings.load_full();
+        let settings = Settings::new(config, Some(&old.ring), inner.lookup.is_some());
+        let g = &settings.config.gate;
+        inner
+            .hot
+            .max_in_flight
+            .store(g.max_in_flight, Ordering::Release);
+        inner
+            .hot
+            .max_memory_ratio
+            .store(g.max_memory_ratio.to_bits(), Ordering::Release);
+        let mode_changed = g.switch != old.config.gate.switch;
+        let mode = g.switch;
+        if let Some(t) = inner.probe_thread.lock().as_ref() {
+            t.set_interval(settings.config.sampler.probe_interval);
+        }
+        inner.settings.store(Arc::new(settings));
+        if mode_changed {
+            self.set_switch(mode);
+        }
+        tracing::info!(target: "sluicegate::config", "config reloaded");
+        Ok(())
+    }
+
+    /// The config in force.
+    pub fn config(&self) -> Config {
+        self.inner.settings.load().config.clone()
+    }
+
+    /// Reads the memory probe now (on the calling thread). With [`GateBuilder::manual_memory_probe`]
+    /// this is the only way memory is read; otherwise the background thread does it anyway.
+    pub fn refresh_memory(&self) -> Option<f64> {
+        match &self.inner.probe {
+            Some(p) => self.inner.memory.refresh_from(&**p),
+            None => None,
+        }
+    }
+
+    /// What the gate sees now. Runs the sampler's tick if it is due.
+    pub fn snapshot(&self) -> Snapshot {
+        let inner = &*self.inner;
+        let now = inner.clock.now();
+        let mut monitor = inner.monitor.lock();
+        if now >= inner.next_tick.load(Ordering::Acquire) {
+            inner.evaluate(&mut monitor, now);
+        }
+        let figures = monitor.figures;
+        let [p50, p99] = monitor.percentiles.quantiles([0.5, 0.99]);
+        drop(monitor);
+        let in_flight = inner.in_flight.load(Ordering::Acquire);
+        Snapshot {
+            at: Duration::from_nanos(now),
+            in_flight,
+            waiters: inner.waiters.load(Ordering::Acquire),
+            trimmed_mean: figures.trimmed_mean.map(Duration::from_nanos),
+            latency_samples: figures.samples,
+            p50,
+            p99,
+            little_qps: figures
+                .trimmed_mean
+                .filter(|&t| t > 0)
+                .map(|t| in_flight as f64 / (t as f64 / 1e9)),
+            completion_rate: figures.completion_rate,
+            demand_rate: figures.demand_rate,
+            mean_wait: figures.mean_wait.map(Duration::from_nanos),
+            memory_ratio: inner.memory.ratio(),
+            switch: inner.switch.load(),
+            counters: inner.stripes.totals(),
+        }
+    }
+}
+
+/// The outcome a permit reports when released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+/// An admitted request. Release it with [`Permit::success`] or [`Permit::failure`]; dropping it counts
+/// as a success, or as a failure while the thread is panicking.
+#[must_use = "dropping the permit releases the request at once"]
+pub struct Permit<'g, C: Clock = MonotonicClock> {
+    inner: &'g Inner<C>,
+    started: Nanos,
+    waited: Nanos,
+    outcome: Outcome,
+}
+
+impl<C: Clock> std::fmt::Debug for Permit<'_, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Permit")
+            .field("waited", &self.waited())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: Clock> Permit<'_, C> {
+    /// Releases the request as a success.
+    pub fn success(mut self) {
+        self.outcome = Outcome::Succeeded;
+    }
+
+    /// Releases the request as a failure.
+    pub fn failure(mut self) {
+        self.outcome = Outcome::Failed;
+    }
+
+    /// How long the request waited for its token (kept apart from the handler's latency).
+    pub fn waited(&self) -> Duration {
+        Duration::from_nanos(self.waited)
+    }
+}
+
+impl<C: Clock> Drop for Permit<'_, C> {
+    fn drop(&mut self) {
+        let outcome = if std::thread::panicking() {
+            Outcome::Failed
+        } else {
+            self.outcome
+        };
+        self.inner.release(self.started, outcome);
+    }
+}
+
+/// A request that holds a reserved token and waits for it. Dropping it (cancellation) stops waiting.
+struct Waiting<'g, C: Clock> {
+    inner: &'g Inner<C>,
+    reservation: Reservation,
+    urgent_bucket: bool,
+    until: Nanos,
+    done: bool,
+}
+
+impl<'g, C: Clock> Waiting<'g, C> {
+    fn finish(mut self) -> Result<Permit<'g, C>, Rejection> {
+        self.done = true;
+        self.inner.waiters.fetch_sub(1, Ordering::AcqRel);
+        self.inner.stripes.add_wait(self.reservation.wait);
+        self.inner.enter(None, self.reservation.wait)
+    }
+
+    fn refuse_unable_to_wait(mut self) -> Rejection {
+        self.done = true;
+        self.inner.waiters.fetch_sub(1, Ordering::AcqRel);
+        self.give_back();
+        self.inner.stripes.bump(Event::RefusedRate);
+        Rejection {
+            reason: RejectReason::RateLimited,
+            retry_after: Some(Duration::from_nanos(self.reservation.wait)),
+        }
+    }
+
+    fn give_back(&self) {
+        let bucket = if self.urgent_bucket {
+            &self.inner.urgent
+        } else {
+            &self.inner.non_urgent
+        };
+        bucket.cancel(&self.reservation);
+    }
+}
+
+impl<C: Clock> Drop for Waiting<'_, C> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.inner.waiters.fetch_sub(1, Ordering::AcqRel);
+            self.give_back();
+            self.inner.stripes.bump(Event::Abandoned);
+        }
+    }
+}
+
+enum Drawn<'g, C: Clock> {
+    Admitted(Permit<'g, C>),
+    Wait(Waiting<'g, C>),
+}
+
+impl<C: Clock> Inner<C> {
+    fn refuse(&self, reason: RejectReason, retry_after: Option<Nanos>) -> Rejection {
+        self.stripes.bump(match reason {
+            RejectReason::InFlightCeiling => Event::RefusedInFlight,
+            RejectReason::MemoryCeiling => Event::RefusedMemory,
+            RejectReason::RateLimited => Event::RefusedRate,
+            RejectReason::TooManyWaiters => Event::RefusedWaiters,
+        });
+        Rejection {
+            reason,
+            retry_after: retry_after.map(Duration::from_nanos),
+        }
+    }
+
+    /// The hard ceilings, checked before anything else.
+    #[inline]
+    fn check_ceilings(&self) -> Result<SwitchStatus, Rejection> {
+        if let Some(ratio) = self.memory.ratio() {
+            let max = f64::from_bits(self.hot.max_memory_ratio.load(Ordering::Relaxed));
+            if ratio >= max {
+                return Err(self.refuse(RejectReason::MemoryCeiling, None));
+            }
+        }
+        if self.in_flight.load(Ordering::Relaxed) >= self.hot.max_in_flight.load(Ordering::Relaxed)
+        {
+            return Err(self.refuse(RejectReason::InFlightCeiling, None));
+        }
+        Ok(self.switch.load())
+    }
+
+    /// Admits a request while the switch is off.
+    #[inline]
+    fn enter_unpaced(&self) -> Result<Permit<'_, C>, Rejection> {
+        self.enter(None, 0)
+    }
+
+    /// Takes an in-flight slot (refusing at the ceiling) and hands out the permit. `now` is the time
+    /// if the caller has read the clock already.
+    #[inline]
+    fn enter(&self, now: Option<Nanos>, waited: Nanos) -> Result<Permit<'_, C>, Rejection> {
+        let max = self.hot.max_in_flight.load(Ordering::Relaxed);
+        let taken = self
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
+                (n < max).then_some(n + 1)
+            });
+        if taken.is_err() {
+            return Err(self.refuse(RejectReason::InFlightCeiling, None));
+        }
+        let seq = self.stripes.admit();
+        let started = if seq & self.hot.sample_mask.load(Ordering::Relaxed) == 0 {
+            let now = now.unwrap_or_else(|| self.clock.now());
+            self.maybe_tick(now);
+            now
+        } else {
+            UNTIMED
+        };
+        Ok(Permit {
+            inner: self,
+            started,
+            waited,
+            outcome: Outcome::Succeeded,
+        })
+    }
+
+    #[inline]
+    fn release(&self, started: Nanos, outcome: Outcome) {
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.stripes.bump(match outcome {
+            Outcome::Succeeded => Event::Succeeded,
+            Outcome::Failed => Event::Failed,
+            Outcome::Cancelled => Event::Cancelled,
+        });
+        if started != UNTIMED && outcome != Outcome::Cancelled {
+            let now = self.clock.now();
+            self.settings
+                .load()
+                .ring
+                .record(now.saturating_sub(started));
+        }
+    }
+
+    /// Urgency from the request itself, the route table, the lookup cache or the default; `None` when
+    /// the lookup has to be asked.
+    fn classify_cached(&self, request: &Request<'_>, now: Nanos) -> Option<Urgency> {
+        if let Some(u) = request.urgency() {
+            return Some(u);
+        }
+        let settings = self.settings.load();
+        if let Some(u) = settings.routes.classify(request) {
+            return Some(u);
+        }
+        match (&self.lookup, &settings.cache) {
+            (Some(_), Some(cache)) => request.with_name(|name| cache.get(name, now)),
+            _ => Some(settings.config.routes.default_urgency),
+        }
+    }
+
+    async fn classify_by_lookup(&self, request: &Request<'_>, now: Nanos) -> Urgency {
+        let Some(lookup) = &self.lookup else {
+            return self.settings.load().config.routes.default_urgency;
+        };
+        let name = request.name();
+        let answer = lookup.lookup(&name).await;
+        self.remember(&name, answer, now)
+    }
+
+    fn classify_by_lookup_blocking(&self, request: &Request<'_>, now: Nanos) -> Urgency {
+        let Some(lookup) = &self.lookup else {
+            return self.settings.load().config.routes.default_urgency;
+        };
+        let name = request.name();
+        let answer = lookup.lookup_blocking(&name);
+        self.remember(&name, answer, now)
+    }
+
+    fn remember(
+        &self,
+        name: &str,
+        answer: Result<Urgency, crate::lookup::LookupError>,
+        now: Nanos,
+    ) -> Urgency {
+        if let Some(cache) = &self.settings.load().cache {
+            cache.insert(name, &answer, now);
+        }
+        match answer {
+            Ok(u) => u,
+            Err(error) => {
+                tracing::debug!(%error, name, "urgency lookup failed; treated as urgent");
+                Urgency::Urgent
+            }
+        }
+    }
+
+    /// Draws a token for a request of `urgency` at `now`, with the switch on.
+    fn draw(&self, urgency: Urgency, now: Nanos) -> Result<Drawn<'_, C>, Rejection> {
+        let settings = self.settings.load();
+        self.stripes.bump(Event::DrewToken);
+        let split = self.switch.load().split;
+        let mut use_urgent = urgency == Urgency::Urgent || !split;
+        loop {
+            let (bucket, params) = if use_urgent {
+                (&*self.urgent, &settings.urgent)
+            } else {
+                (&*self.non_urgent, &settings.non_urgent)
+            };
+            match bucket.reserve(now, settings.request_timeout, params) {
+                Ok(r) if r.wait == 0 => return self.enter(Some(now), 0).map(Drawn::Admitted),
+                Ok(r) => {
+                    let waiting = self.waiters.fetch_add(1, Ordering::AcqRel);
+                    if waiting >= settings.config.gate.max_waiters {
+                        self.waiters.fetch_sub(1, Ordering::AcqRel);
+                        bucket.cancel(&r);
+                        return Err(self.refuse(RejectReason::TooManyWaiters, Some(r.wait)));
+                    }
+                    return Ok(Drawn::Wait(Waiting {
+                        inner: self,
+                        reservation: r,
+                        urgent_bucket: use_urgent,
+                        until: now.saturating_add(r.wait),
+                        done: false,
+                    }));
+                }
+                Err(retry_after) => {
+                    if use_urgent && !split {
+                        if self.switch.split() {
+                            tracing::info!(
+                                target: "sluicegate::switch",
+                                max_qps = settings.config.gate.max_qps,
+                                non_urgent_qps = settings.config.gate.non_urgent_qps,
+                                "urgent bucket exhausted: non-urgent requests move to their own bucket"
+                            );
+                            self.non_urgent.drain(now, &settings.non_urgent);
+                        }
+                        if urgency == Urgency::NonUrgent {
+                            use_urgent = false;
+                            continue;
+                        }
+                    }
+                    return Err(self.refuse(RejectReason::RateLimited, Some(retry_after)));
+                }
+            }
+        }
+    }
+
+    fn drain_buckets(&self, now: Nanos) {
+        let settings = self.settings.load();
+        self.urgent.drain(now, &settings.urgent);
+        self.non_urgent.drain(now, &settings.non_urgent);
+    }
+
+    #[inline]
+    fn maybe_tick(&self, now: Nanos) {
+        if now >= self.next_tick.load(Ordering::Relaxed) {
+            self.tick(now);
+        }
+    }
+
+    #[cold]
+    fn tick(&self, now: Nanos) {
+        // One request runs the tick; the others go straight on.
+        if let Some(mut monitor) = self.monitor.try_lock() {
+            if now >= self.next_tick.load(Ordering::Acquire) {
+                self.evaluate(&mut monitor, now);
+            }
+        }
+    }
+
+    /// The sampler's tick: summarise what was recorded and evaluate the switch.
+    fn evaluate(&self, m: &mut Monitor, now: Nanos) {
+        let settings = self.settings.load();
+        let config = &settings.config;
+        self.next_tick
+            .store(now.saturating_add(settings.tick), Ordering::Release);
+
+        // Latency: feed new samples to the percentiles, then the trimmed mean of the last `window`.
+        let head = settings.ring.recorded();
+        m.scratch.clear();
+        settings.ring.copy_range(m.ring_seen, head, &mut m.scratch);
+        m.ring_seen = head;
+        m.percentiles.rotate_if_due(now);
+        for &v in &m.scratch {
+            m.percentiles.record(v);
+        }
+        m.scratch.clear();
+        let window = config.sampler.window as u64;
+        settings
+            .ring
+            .copy_range(head.saturating_sub(window), head, &mut m.scratch);
+        let samples = m.scratch.len();
+        let tmean = if samples >= config.sampler.min_samples {
+            trimmed_mean(&mut m.scratch, config.sampler.trim)
+        } else {
+            None
+        };
+
+        // Rates over the time since the last tick. A clock that went backwards leaves them as they were.
+        let totals = self.stripes.totals();
+        let mut figures = Figures {
+            trimmed_mean: tmean,
+            samples,
+            ..m.figures
+        };
+        let elapsed = now.saturating_sub(m.last_tick);
+        let last = m.last_totals;
+        let refused_by_buckets = (totals.refused_rate + totals.refused_waiters)
+            .saturating_sub(last.refused_rate + last.refused_waiters);
+        if elapsed > 0 {
+            let secs = elapsed as f64 / 1e9;
+            let completed = totals.released().saturating_sub(last.released());
+            figures.completion_rate = completed as f64 / secs;
+            figures.demand_rate = totals.drew_token.saturating_sub(last.drew_token) as f64 / secs;
+            let waited = totals.waited.saturating_sub(last.waited);
+            figures.mean_wait = (waited > 0)
+                .then(|| totals.wait_nanos.saturating_sub(last.wait_nanos) / waited);
+            // Time enough calls to refill the window about twice per tick.
+            let per_tick = completed as f64 * (settings.tick as f64 / elapsed as f64);
+            let ratio = per_tick / (2.0 * window.max(1) as f64);
+            let whole = if ratio.is_finite() { ratio as u64 } else { 0 };
+            let mask = match whole {
+                0 => 0,
+                r => (1u64 << (63 - r.leading_zeros())) - 1,
+            };
+            self.hot.sample_mask.store(mask, Ordering::Relaxed);
+            m.last_tick = now;
+            m.last_totals = totals;
+        }
+        m.figures = figures;
+
+        self.evaluate_switch(&settings, &figures, refused_by_buckets, now);
+    }
+
+    fn evaluate_switch(
+        &self,
+        settings: &Settings,
+        figures: &Figures,
+        refused_by_buckets: u64,
+        now: Nanos,
+    ) {
+        let g = &settings.config.gate;
+        let in_flight = self.in_flight.load(Ordering::Acquire);
+        let max_latency = duration_to_nanos(g.max_avg_latency);
+        let status = self.switch.load();
+        let tmean_ms = figures.trimmed_mean.map(|t| t as f64 / 1e6);
+        if !status.auto_on {
+            let hot = in_flight > g.max_running && figures.trimmed_mean.is_some_and(|t| t > max_latency);
+            if hot {
+                let (before, after) = self.switch.set_auto(true);
+                tracing::info!(
+                    target: "sluicegate::switch",
+                    in_flight,
+                    max_running = g.max_running,
+                    trimmed_mean_ms = tmean_ms,
+                    max_avg_latency_ms = max_latency as f64 / 1e6,
+                    completion_rate = figures.completion_rate,
+                    "switch on: in-flight and trimmed-mean latency above their thresholds"
+                );
+                if !before.on && after.on {
+                    self.drain_buckets(now);
+                }
+            }
+        } else {
+            let admitted_rate = g.max_qps + if status.split { g.non_urgent_qps } else { 0.0 };
+            let calm = in_flight < g.max_running
+                && figures.trimmed_mean.is_none_or(|t| t < max_latency);
+            let demand_fits = figures.demand_rate <= admitted_rate && refused_by_buckets == 0;
+            if calm && demand_fits {
+                self.switch.set_auto(false);
+                tracing::info!(
+                    target: "sluicegate::switch",
+                    in_flight,
+                    max_running = g.max_running,
+                    trimmed_mean_ms = tmean_ms,
+                    max_avg_latency_ms = max_latency as f64 / 1e6,
+                    demand_rate = figures.demand_rate,
+                    admitted_rate,
+                    "switch off: service healthy and demand within what the buckets admit"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! Why a request was refused, and when to try again.
+
+use std::time::Duration;
+
+/// Why the gate refused a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// In-flight requests had reached `max_in_flight` (the hard ceiling, switch or not).
+    InFlightCeiling,
+    /// Memory use had reached `max_memory_ratio` of the limit (the hard ceiling, switch or not).
+    MemoryCeiling,
+    /// The switch is on and no token would exist within `request_timeout`.
+    RateLimited,
+    /// The switch is on, the request would have had to wait, and `max_waiters` were already waiting.
+    TooManyWaiters,
+}
+
+impl RejectReason {
+    /// A short, stable, snake_case name, for metrics labels and logs.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RejectReason::InFlightCeiling => "in_flight_ceiling",
+            RejectReason::MemoryCeiling => "memory_ceiling",
+            RejectReason::RateLimited => "rate_limited",
+            RejectReason::TooManyWaiters => "too_many_waiters",
+        }
+    }
+}
+
+impl std::fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A refusal: the caller's `fail` path receives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("request refused: {reason}{}", match .retry_after { Some(d) => format!(" (retry after {d:?})"), None => String::new() })]
+pub struct Rejection {
+    /// Why.
+    pub reason: RejectReason,
+    /// When the same request would be admitted, where the gate can know it: for `RateLimited`, the
+    /// earliest moment at which the bucket would accept it (waiting no longer than `request_timeout`),
+    /// if nobody else takes tokens meanwhile. Suitable for an HTTP `Retry-After`.
+    pub retry_after: Option<Duration>,
+}
+
+impl Rejection {
+    /// A refusal without a retry hint.
+    pub fn new(reason: RejectReason) -> Self {
+        Rejection {
+            reason,
+            retry_after: None,
+        }
+    }
+}

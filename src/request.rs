@@ -1,0 +1,116 @@
+//! Requests and their urgency.
+
+use serde::{Deserialize, Serialize};
+
+/// How urgent a request is: while the switch is on, urgent requests keep the main token bucket and
+/// non-urgent ones are the first to be slowed down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Urgency {
+    /// Served first: draws from the urgent bucket (`max_qps`).
+    Urgent,
+    /// Slowed first: once the urgent bucket is exhausted, draws from the non-urgent bucket (`non_urgent_qps`).
+    NonUrgent,
+}
+
+/// What a request names: a URL path, or an `Interface.method` (the seed's two kinds of requests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Target<'a> {
+    /// A URL path such as `/pay/submit`.
+    Url(&'a str),
+    /// A method of an interface, such as `OrderService.create`.
+    Method {
+        /// The interface (or service) name.
+        interface: &'a str,
+        /// The method name.
+        method: &'a str,
+    },
+}
+
+/// A request as the gate sees it: what it names and, optionally, how urgent its caller says it is.
+///
+/// Borrowing the names keeps building a request free of allocation.
+///
+/// ```
+/// use sluicegate::request::{Request, Urgency};
+///
+/// let pay = Request::url("/pay/submit");
+/// let report = Request::method("ReportService", "monthly").with_urgency(Urgency::NonUrgent);
+/// assert_eq!(report.urgency(), Some(Urgency::NonUrgent));
+/// pay.with_name(|name| assert_eq!(name, "/pay/submit"));
+/// report.with_name(|name| assert_eq!(name, "ReportService.monthly"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Request<'a> {
+    target: Target<'a>,
+    urgency: Option<Urgency>,
+}
+
+impl<'a> Request<'a> {
+    /// A request for a URL path.
+    pub fn url(path: &'a str) -> Self {
+        Request {
+            target: Target::Url(path),
+            urgency: None,
+        }
+    }
+
+    /// A request for `interface.method`.
+    pub fn method(interface: &'a str, method: &'a str) -> Self {
+        Request {
+            target: Target::Method { interface, method },
+            urgency: None,
+        }
+    }
+
+    /// Sets the urgency explicitly; it then overrides the route table and the lookup.
+    pub fn with_urgency(mut self, urgency: Urgency) -> Self {
+        self.urgency = Some(urgency);
+        self
+    }
+
+    /// What the request names.
+    pub fn target(&self) -> Target<'a> {
+        self.target
+    }
+
+    /// The explicit urgency, if one was set.
+    pub fn urgency(&self) -> Option<Urgency> {
+        self.urgency
+    }
+
+    /// The request's name: the URL path, or `Interface.method` (allocated for methods).
+    pub fn name(&self) -> std::borrow::Cow<'a, str> {
+        match self.target {
+            Target::Url(path) => std::borrow::Cow::Borrowed(path),
+            Target::Method { interface, method } => {
+                std::borrow::Cow::Owned(format!("{interface}.{method}"))
+            }
+        }
+    }
+
+    /// Calls `f` with the request's name: the URL path, or `Interface.method`. The route table and the
+    /// lookup cache key on this name. Joining the two parts of a method name uses a stack buffer, so
+    /// this allocates only for names longer than 256 bytes.
+    pub fn with_name<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        match self.target {
+            Target::Url(path) => f(path),
+            Target::Method { interface, method } => {
+                let len = interface.len() + 1 + method.len();
+                let mut buf = [0u8; 256];
+                if len <= buf.len() {
+                    buf[..interface.len()].copy_from_slice(interface.as_bytes());
+                    buf[interface.len()] = b'.';
+                    buf[interface.len() + 1..len].copy_from_slice(method.as_bytes());
+                    // Both parts are valid UTF-8 and '.' is ASCII, so the join is too.
+                    match std::str::from_utf8(&buf[..len]) {
+                        Ok(name) => f(name),
+                        Err(_) => f(&format!("{interface}.{method}")),
+                    }
+                } else {
+                    f(&format!("{interface}.{method}"))
+                }
+            }
+        }
+    }
+}

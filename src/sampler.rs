@@ -1,0 +1,153 @@
+//! The service's vital signs: latency, throughput and their summaries.
+//!
+//! The request path only *records*: a completed call writes its latency into a fixed ring of atomics
+//! (no lock, no allocation). Everything that costs more, sorting the window for the trimmed mean,
+//! feeding the percentile histogram, working out rates, runs once per sampler tick, on whichever
+//! request first finds the tick due (it takes a `try_lock`; every other request goes straight on).
+//!
+//! At high rates not every call needs timing: the gate times enough calls to refill the latency window
+//! about twice per tick and counts the rest, so two clock reads are not paid on every request where
+//! they would tell nothing new. Below about `20 × window` completions a second every call is timed.
+//!
+//! The **trimmed mean** is the seed's: sort the last `window` latencies, cut `floor(n·trim)` samples at
+//! each end, average the rest. It is valid once `min_samples` latencies exist.
+//!
+//! ```
+//! use sluicegate::sampler::trimmed_mean;
+//!
+//! // One outlier at each end is cut: the mean of 2..=9 is 5.5.
+//! let samples = [1, 2, 3, 4, 5, 6, 7, 8, 9, 1000];
+//! assert_eq!(trimmed_mean(&mut samples.clone(), 0.1), Some(5));
+//! ```
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use crate::clock::Nanos;
+
+/// The trimmed mean of `samples` (nanoseconds), cutting `floor(n·trim)` from each end after sorting
+/// them in place. `None` for an empty slice or a cut that leaves nothing.
+pub fn trimmed_mean(samples: &mut [u64], trim: f64) -> Option<u64> {
+    let n = samples.len();
+    let cut = if trim.is_finite() && trim > 0.0 {
+        ((n as f64) * trim).floor() as usize
+    } else {
+        0
+    };
+    if n == 0 || 2 * cut >= n {
+        return None;
+    }
+    samples.sort_unstable();
+    let kept = &samples[cut..n - cut];
+    let sum: u128 = kept.iter().map(|&v| u128::from(v)).sum();
+    Some((sum / kept.len() as u128) as u64)
+}
+
+/// The last latencies, written lock-free by completing requests.
+#[derive(Debug)]
+pub(crate) struct LatencyRing {
+    slots: Box<[AtomicU64]>,
+    head: AtomicU64,
+    mask: u64,
+}
+
+impl LatencyRing {
+    /// A ring holding at least `window` samples and at least 1024, so one tick's worth of samples
+    /// reaches the histogram even when the window is small.
+    pub(crate) fn new(window: usize) -> Self {
+        let cap = window.saturating_mul(2).max(1024).next_power_of_two();
+        LatencyRing {
+            slots: (0..cap).map(|_| AtomicU64::new(0)).collect(),
+            head: AtomicU64::new(0),
+            mask: (cap - 1) as u64,
+        }
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    #[inline]
+    pub(crate) fn record(&self, nanos: Nanos) {
+        let i = self.head.fetch_add(1, Ordering::Relaxed);
+        self.slots[(i & self.mask) as usize].store(nanos, Ordering::Relaxed);
+    }
+
+    /// How many samples were ever recorded.
+    pub(crate) fn recorded(&self) -> u64 {
+        self.head.load(Ordering::Acquire)
+    }
+
+    /// Copies the samples with sequence numbers in `[from, to)` (at most the ring's capacity, the
+    /// newest) into `out`. A writer that has claimed a slot but not yet stored into it leaves an old
+    /// value there: a sampling error of one sample, accepted to keep the writers lock-free.
+    pub(crate) fn copy_range(&self, from: u64, to: u64, out: &mut Vec<u64>) {
+        let from = from.max(to.saturating_sub(self.slots.len() as u64));
+        for i in from..to {
+            out.push(self.slots[(i & self.mask) as usize].load(Ordering::Relaxed));
+        }
+    }
+}
+
+/// Latency percentiles over a recent span: two histograms that take turns, so a reading covers
+/// between one and two spans.
+#[derive(Debug)]
+pub(crate) struct Percentiles {
+    current: Option<Histogram<u64>>,
+    previous: Option<Histogram<u64>>,
+    rotated_at: Nanos,
+}
+
+/// How long each of the two percentile histograms collects before it is recycled.
+pub(crate) const PERCENTILE_SPAN: Nanos = 5_000_000_000;
+
+const HIGHEST_TRACKABLE: u64 = 3_600_000_000_000; // one hour, in nanoseconds
+
+fn new_histogram() -> Option<Histogram<u64>> {
+    // The bounds are constants hdrhistogram accepts; an error here would be a bug in them, and then
+    // percentiles are simply not reported rather than the gate panicking.
+    Histogram::new_with_bounds(1, HIGHEST_TRACKABLE, 2).ok()
+}
+
+impl Percentiles {
+    pub(crate) fn new(now: Nanos) -> Self {
+        Percentiles {
+            current: new_histogram(),
+            previous: new_histogram(),
+            rotated_at: now,
+        }
+    }
+
+    pub(crate) fn record(&mut self, nanos: Nanos) {
+        if let Some(h) = &mut self.current {
+            h.saturating_record(nanos.max(1));
+        }
+    }
+
+    pub(crate) fn rotate_if_due(&mut self, now: Nanos) {
+        if now.saturating_sub(self.rotated_at) >= PERCENTILE_SPAN {
+            std::mem::swap(&mut self.current, &mut self.previous);
+            if let Some(h) = &mut self.current {
+                h.reset();
+            }
+            self.rotated_at = now;
+        }
+    }
+
+    /// The given quantiles (0..=1) over both spans, or `None` where there are no samples.
+    pub(crate) fn quantiles<const N: usize>(&self, qs: [f64; N]) -> [Option<Duration>; N] {
+        let (Some(previous), Some(current)) = (&self.previous, &self.current) else {
+            return [None; N];
+        };
+        let mut merged = previous.clone();
+        if merged.add(current).is_err() {
+            merged = current.clone();
+        }
+        if merged.is_empty() {
+            return [None; N];
+        }
+        qs.map(|q| Some(Duration::from_nanos(merged.value_at_quantile(q))))
+    }
+}

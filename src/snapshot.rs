@@ -1,0 +1,42 @@
+//! What the gate sees, at one moment.
+
+use std::time::Duration;
+
+use crate::counters::Counters;
+use crate::switch::SwitchStatus;
+
+/// The gate's vital signs and counters, from [`crate::Gate::snapshot`]. Figures computed by the
+/// sampler (latency, rates) are those of its latest tick; in-flight, waiters, memory, the switch and
+/// the counters are read live.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    /// The gate clock's time of the snapshot.
+    pub at: Duration,
+    /// Admitted requests not yet released.
+    pub in_flight: u64,
+    /// Requests waiting for a token.
+    pub waiters: u64,
+    /// Trimmed mean of the handler latency of the last `window` timed calls; `None` until
+    /// `min_samples` exist. Token waits are not part of it (see `mean_wait`).
+    pub trimmed_mean: Option<Duration>,
+    /// How many latencies the trimmed mean was taken over.
+    pub latency_samples: usize,
+    /// Median handler latency over the last 5 to 10 seconds.
+    pub p50: Option<Duration>,
+    /// 99th-percentile handler latency over the last 5 to 10 seconds.
+    pub p99: Option<Duration>,
+    /// Little's law: in-flight ÷ trimmed-mean latency, requests per second.
+    pub little_qps: Option<f64>,
+    /// Measured completions per second over the last tick.
+    pub completion_rate: f64,
+    /// Requests per second that reached the token buckets over the last tick (0 while the switch is off).
+    pub demand_rate: f64,
+    /// Mean time admitted requests waited for their token over the last tick, if any waited.
+    pub mean_wait: Option<Duration>,
+    /// Memory used ÷ memory limit, or `None` when the probe cannot read it (the memory ceiling is then open).
+    pub memory_ratio: Option<f64>,
+    /// The switch.
+    pub switch: SwitchStatus,
+    /// Everything counted since the gate was built.
+    pub counters: Counters,
+}
