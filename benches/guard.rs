@@ -21,6 +21,8 @@
 //! | `governor/check_std_clock` | governor `check()` on `governor::clock::MonotonicClock` (`std::time::Instant`, the clock sluicegate reads) |
 //! | `governor/deny` | governor `check()` on an exhausted quota (1 per second) |
 //! | `tokio/semaphore` | tokio `Semaphore::try_acquire` + drop of the permit |
+//! | `parts/clock_now` | sluicegate's `MonotonicClock::now()` alone (1 thread only) |
+//! | `parts/bucket_try_acquire` | that clock read + `Bucket::try_acquire`, the bare GCRA cell (1 thread only) |
 //!
 //! The sluicegate gates are built with [`Gate::new`], so the system memory probe runs on its own
 //! thread as in production (the request path reads only its atomic), and with the default sampler
@@ -40,6 +42,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion};
 use governor::{clock::MonotonicClock as GovernorStdClock, Quota, RateLimiter};
+use sluicegate::bucket::{Bucket, BucketParams};
+use sluicegate::clock::{Clock, MonotonicClock};
 use sluicegate::{Config, Gate, RejectReason, Request, SwitchMode};
 use tokio::sync::Semaphore;
 
@@ -153,7 +157,9 @@ fn bench_op<F: Fn() + Sync>(
     if threads == 1 {
         group.bench_function(id, |b| b.iter(&op));
     } else {
-        group.bench_function(id, |b| b.iter_custom(|iters| concurrent(threads, iters, &op)));
+        group.bench_function(id, |b| {
+            b.iter_custom(|iters| concurrent(threads, iters, &op))
+        });
     }
 }
 
@@ -192,7 +198,10 @@ fn contenders(c: &mut Criterion, name: &str, threads: usize) {
     bench_op(&mut group, threads, "sluicegate", "switch_off", || {
         drop(black_box(gate.try_acquire(black_box(&req))));
     });
-    assert!(!gate.snapshot().switch.on, "the switch turned on during the bench");
+    assert!(
+        !gate.snapshot().switch.on,
+        "the switch turned on during the bench"
+    );
     drop(gate);
 
     let gate = gate_switch_on_token();
@@ -201,7 +210,11 @@ fn contenders(c: &mut Criterion, name: &str, threads: usize) {
     });
     let snapshot = gate.snapshot();
     assert!(snapshot.switch.on, "the switch turned off during the bench");
-    assert_eq!(snapshot.counters.refused(), 0, "a switch-on call was refused");
+    assert_eq!(
+        snapshot.counters.refused(),
+        0,
+        "a switch-on call was refused"
+    );
     drop(gate);
 
     let gate = gate_refused_rate();
@@ -217,17 +230,33 @@ fn contenders(c: &mut Criterion, name: &str, threads: usize) {
         matches!(&refused, Err(r) if r.reason == RejectReason::InFlightCeiling),
         "expected an in-flight refusal, got {refused:?}"
     );
-    bench_op(&mut group, threads, "sluicegate", "refused_in_flight", || {
-        drop(black_box(gate.try_acquire(black_box(&req))));
-    });
-    assert_eq!(gate.snapshot().counters.admitted, 1, "the ceiling let a call through");
+    bench_op(
+        &mut group,
+        threads,
+        "sluicegate",
+        "refused_in_flight",
+        || {
+            drop(black_box(gate.try_acquire(black_box(&req))));
+        },
+    );
+    assert_eq!(
+        gate.snapshot().counters.admitted,
+        1,
+        "the ceiling let a call through"
+    );
     drop(held);
     drop(gate);
 
     let limiter = governor_default_clock();
-    bench_op(&mut group, threads, "governor", "check_default_clock", || {
-        drop(black_box(black_box(&limiter).check()));
-    });
+    bench_op(
+        &mut group,
+        threads,
+        "governor",
+        "check_default_clock",
+        || {
+            drop(black_box(black_box(&limiter).check()));
+        },
+    );
     let limiter = governor_std_clock();
     bench_op(&mut group, threads, "governor", "check_std_clock", || {
         drop(black_box(black_box(&limiter).check()));
@@ -241,6 +270,20 @@ fn contenders(c: &mut Criterion, name: &str, threads: usize) {
     bench_op(&mut group, threads, "tokio", "semaphore", || {
         drop(black_box(black_box(&sem).try_acquire()));
     });
+
+    if threads == 1 {
+        // Parts of the switch-on path, to tell the clock from the rest.
+        let clock = MonotonicClock::new();
+        bench_op(&mut group, threads, "parts", "clock_now", || {
+            black_box(black_box(&clock).now());
+        });
+        let bucket = Bucket::new();
+        let params = BucketParams::with_burst(1e12, Duration::from_secs(1));
+        bench_op(&mut group, threads, "parts", "bucket_try_acquire", || {
+            let now = clock.now();
+            let _ = black_box(black_box(&bucket).try_acquire(now, &params));
+        });
+    }
 
     group.finish();
 }
@@ -278,7 +321,11 @@ fn criterion_dir() -> PathBuf {
 
 /// The median (ns) criterion wrote for `group/function/case` in this run, if it did.
 fn median(dir: &Path, group: &str, bench: &str) -> Option<f64> {
-    let path = dir.join(group).join(bench).join("new").join("estimates.json");
+    let path = dir
+        .join(group)
+        .join(bench)
+        .join("new")
+        .join("estimates.json");
     let started = *RUN_STARTED.get()?;
     let written = std::fs::metadata(&path).ok()?.modified().ok()?;
     if written < started {
@@ -303,7 +350,7 @@ fn median_from_estimates(json: &str) -> Option<f64> {
 /// The medians table, then the ratios against the targets. Prints nothing when no estimate was
 /// written by this run (`--list`, `--test`, a filter that matched nothing, `--discard-baseline`).
 fn ratios(_: &mut Criterion) {
-    const BENCHES: [&str; 8] = [
+    const BENCHES: [&str; 10] = [
         "sluicegate/switch_off",
         "sluicegate/switch_on_token",
         "sluicegate/refused_rate",
@@ -312,17 +359,44 @@ fn ratios(_: &mut Criterion) {
         "governor/check_std_clock",
         "governor/deny",
         "tokio/semaphore",
+        "parts/clock_now",
+        "parts/bucket_try_acquire",
     ];
     // (numerator, denominator, label of the denominator, target)
     const RATIOS: [(&str, &str, &str, Option<f64>); 8] = [
-        ("switch_off", "governor/check_default_clock", "governor check (default clock)", Some(1.5)),
-        ("switch_on_token", "governor/check_default_clock", "governor check (default clock)", Some(2.0)),
-        ("switch_off", "governor/check_std_clock", "governor check (std clock)", None),
-        ("switch_on_token", "governor/check_std_clock", "governor check (std clock)", None),
+        (
+            "switch_off",
+            "governor/check_default_clock",
+            "governor check (default clock)",
+            Some(1.5),
+        ),
+        (
+            "switch_on_token",
+            "governor/check_default_clock",
+            "governor check (default clock)",
+            Some(2.0),
+        ),
+        (
+            "switch_off",
+            "governor/check_std_clock",
+            "governor check (std clock)",
+            None,
+        ),
+        (
+            "switch_on_token",
+            "governor/check_std_clock",
+            "governor check (std clock)",
+            None,
+        ),
         ("refused_rate", "governor/deny", "governor deny", None),
         ("refused_in_flight", "governor/deny", "governor deny", None),
         ("switch_off", "tokio/semaphore", "tokio semaphore", None),
-        ("switch_on_token", "tokio/semaphore", "tokio semaphore", None),
+        (
+            "switch_on_token",
+            "tokio/semaphore",
+            "tokio semaphore",
+            None,
+        ),
     ];
 
     let dir = criterion_dir();
@@ -343,6 +417,10 @@ fn ratios(_: &mut Criterion) {
     let show = |m: Option<f64>| m.map_or_else(|| "-".to_owned(), |ns| format!("{ns:.1} ns"));
 
     println!();
+    if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
+        // Other processes on the machine skew everything, the two-thread group most.
+        println!("Load average now (1, 5, 15 min): {}", load.trim());
+    }
     println!("Criterion medians from {}", dir.display());
     println!("(2 threads: time per call per thread, both threads calling the same limiter)");
     println!("{:<32} {:>12} {:>12}", "", "1 thread", "2 threads");
@@ -377,12 +455,19 @@ fn ratios(_: &mut Criterion) {
     println!();
 }
 
-criterion_group! {
-    name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .sample_size(50);
-    targets = single_thread, two_threads, ratios
+/// The criterion entry point: both groups, then the ratio table. (`criterion_group!` generates an
+/// undocumented `pub fn benches`, hence the `allow`.)
+#[allow(missing_docs)]
+mod suite {
+    use super::*;
+
+    criterion_group! {
+        name = benches;
+        config = Criterion::default()
+            .warm_up_time(Duration::from_secs(1))
+            .measurement_time(Duration::from_secs(3))
+            .sample_size(50);
+        targets = single_thread, two_threads, ratios
+    }
 }
-criterion_main!(benches);
+criterion_main!(suite::benches);

@@ -264,7 +264,9 @@ impl Future for ManualSleep {
         let waker = cx.waker();
         match sleepers.wakers.iter_mut().find(|(id, _, _)| *id == self.id) {
             Some(entry) => entry.2.clone_from(waker),
-            None => sleepers.wakers.push((self.id, self.deadline, waker.clone())),
+            None => sleepers
+                .wakers
+                .push((self.id, self.deadline, waker.clone())),
         }
         shared.moved.notify_all();
         Poll::Pending

@@ -97,7 +97,9 @@ impl Stripes {
         let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
         let n = (cores * 2).next_power_of_two().clamp(2, 64);
         Stripes {
-            stripes: (0..n).map(|_| CachePadded::new(Stripe::default())).collect(),
+            stripes: (0..n)
+                .map(|_| CachePadded::new(Stripe::default()))
+                .collect(),
             mask: n - 1,
         }
     }

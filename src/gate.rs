@@ -23,12 +23,14 @@
 //! * **On** when in-flight > `max_running` **and** the trimmed-mean latency > `max_avg_latency` (the
 //!   seed's rule). Without a valid trimmed mean (fewer than `min_samples` latencies) it stays off; the
 //!   hard ceilings still protect.
-//! * **Off** only when all of these hold over the last tick: in-flight < `max_running`; the trimmed mean
-//!   < `max_avg_latency` (or not valid); the rate of requests that reached the buckets was no more than
-//!   the buckets admit (`max_qps`, plus `non_urgent_qps` once non-urgent requests have their own
-//!   bucket); and no bucket refused a request. The last two are what keep it from flapping: throttling
-//!   makes in-flight and latency look healthy, but as long as demand still exceeds what the buckets
-//!   admit, turning off would only let the flood back in.
+//! * **Off** only when all three hold at a tick: in-flight < `max_running`; the trimmed mean <
+//!   `max_avg_latency` (or not valid); and the rate of requests that reached the buckets since the
+//!   last tick (urgent and non-urgent, admitted or not) is no more than `max_qps`, the rate the service
+//!   is configured to sustain. The last one is what keeps the switch from flapping: throttling makes
+//!   in-flight and latency look healthy, but as long as demand exceeds what the service may be given,
+//!   turning off would only let the flood back in. It deliberately ignores whether the buckets still
+//!   refuse: the non-urgent trickle may refuse non-urgent requests long after the flood, although
+//!   the whole demand would now fit.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -228,7 +230,9 @@ impl<C: Clock> GateBuilder<C> {
         let interval = settings.config.sampler.probe_interval;
         let (probe, background): (Option<Arc<dyn MemoryProbe>>, bool) = match self.probe {
             ProbeChoice::System => (
-                Some(Arc::new(SystemMemoryProbe::new(settings.config.gate.memory_limit))),
+                Some(Arc::new(SystemMemoryProbe::new(
+                    settings.config.gate.memory_limit,
+                ))),
                 true,
             ),
             ProbeChoice::Background(p) => (Some(p), true),
@@ -236,14 +240,15 @@ impl<C: Clock> GateBuilder<C> {
             ProbeChoice::Disabled => (None, false),
         };
         let probe_thread = match (&probe, background) {
-            (Some(p), true) => match ProbeThread::spawn(Arc::clone(&memory), Arc::clone(p), interval)
-            {
-                Ok(t) => Some(t),
-                Err(error) => {
-                    tracing::warn!(%error, "memory probe thread could not start; memory ceiling open");
-                    None
+            (Some(p), true) => {
+                match ProbeThread::spawn(Arc::clone(&memory), Arc::clone(p), interval) {
+                    Ok(t) => Some(t),
+                    Err(error) => {
+                        tracing::warn!(%error, "memory probe thread could not start; memory ceiling open");
+                        None
+                    }
                 }
-            },
+            }
             _ => None,
         };
         let gate = &settings.config.gate;
@@ -898,16 +903,14 @@ impl<C: Clock> Inner<C> {
         };
         let elapsed = now.saturating_sub(m.last_tick);
         let last = m.last_totals;
-        let refused_by_buckets = (totals.refused_rate + totals.refused_waiters)
-            .saturating_sub(last.refused_rate + last.refused_waiters);
         if elapsed > 0 {
             let secs = elapsed as f64 / 1e9;
             let completed = totals.released().saturating_sub(last.released());
             figures.completion_rate = completed as f64 / secs;
             figures.demand_rate = totals.drew_token.saturating_sub(last.drew_token) as f64 / secs;
             let waited = totals.waited.saturating_sub(last.waited);
-            figures.mean_wait = (waited > 0)
-                .then(|| totals.wait_nanos.saturating_sub(last.wait_nanos) / waited);
+            figures.mean_wait =
+                (waited > 0).then(|| totals.wait_nanos.saturating_sub(last.wait_nanos) / waited);
             // Time enough calls to refill the window about twice per tick.
             let per_tick = completed as f64 * (settings.tick as f64 / elapsed as f64);
             let ratio = per_tick / (2.0 * window.max(1) as f64);
@@ -922,23 +925,18 @@ impl<C: Clock> Inner<C> {
         }
         m.figures = figures;
 
-        self.evaluate_switch(&settings, &figures, refused_by_buckets, now);
+        self.evaluate_switch(&settings, &figures, now);
     }
 
-    fn evaluate_switch(
-        &self,
-        settings: &Settings,
-        figures: &Figures,
-        refused_by_buckets: u64,
-        now: Nanos,
-    ) {
+    fn evaluate_switch(&self, settings: &Settings, figures: &Figures, now: Nanos) {
         let g = &settings.config.gate;
         let in_flight = self.in_flight.load(Ordering::Acquire);
         let max_latency = duration_to_nanos(g.max_avg_latency);
         let status = self.switch.load();
         let tmean_ms = figures.trimmed_mean.map(|t| t as f64 / 1e6);
         if !status.auto_on {
-            let hot = in_flight > g.max_running && figures.trimmed_mean.is_some_and(|t| t > max_latency);
+            let hot =
+                in_flight > g.max_running && figures.trimmed_mean.is_some_and(|t| t > max_latency);
             if hot {
                 let (before, after) = self.switch.set_auto(true);
                 tracing::info!(
@@ -955,10 +953,9 @@ impl<C: Clock> Inner<C> {
                 }
             }
         } else {
-            let admitted_rate = g.max_qps + if status.split { g.non_urgent_qps } else { 0.0 };
-            let calm = in_flight < g.max_running
-                && figures.trimmed_mean.is_none_or(|t| t < max_latency);
-            let demand_fits = figures.demand_rate <= admitted_rate && refused_by_buckets == 0;
+            let calm =
+                in_flight < g.max_running && figures.trimmed_mean.is_none_or(|t| t < max_latency);
+            let demand_fits = figures.demand_rate <= g.max_qps;
             if calm && demand_fits {
                 self.switch.set_auto(false);
                 tracing::info!(
@@ -968,8 +965,8 @@ impl<C: Clock> Inner<C> {
                     trimmed_mean_ms = tmean_ms,
                     max_avg_latency_ms = max_latency as f64 / 1e6,
                     demand_rate = figures.demand_rate,
-                    admitted_rate,
-                    "switch off: service healthy and demand within what the buckets admit"
+                    max_qps = g.max_qps,
+                    "switch off: service healthy and demand within max_qps"
                 );
             }
         }

@@ -97,6 +97,10 @@ pub enum ProbeError {
 /// are probes, which makes fakes easy to write.
 pub trait MemoryProbe: Send + Sync + 'static {
     /// Takes one reading.
+    ///
+    /// # Errors
+    ///
+    /// A [`ProbeError`] when the use or the limit cannot be found out.
     fn read(&self) -> Result<MemoryReading, ProbeError>;
 }
 
@@ -203,6 +207,12 @@ impl SystemMemoryProbe {
     ///
     /// A configured limit wins. Otherwise the smaller of the cgroup limit and physical memory; on a tie the
     /// cgroup is reported.
+    ///
+    /// # Errors
+    ///
+    /// [`ProbeError::Unreadable`] or [`ProbeError::Unparsable`] when a cgroup file or `/proc/meminfo`
+    /// exists but cannot be read or understood (see [`cgroup_memory_limit`]); under the real root, an error
+    /// from sysinfo when it is asked instead.
     pub fn limit(&self) -> Result<(u64, LimitSource), ProbeError> {
         if let Some(configured) = self.configured_limit {
             return Ok((configured.max(1), LimitSource::Configured));
@@ -285,7 +295,7 @@ impl SystemMemoryProbe {
                 true,
                 ProcessRefreshKind::nothing().with_memory(),
             );
-            match system.process(pid).map(|process| process.memory()) {
+            match system.process(pid).map(sysinfo::Process::memory) {
                 Some(bytes) if bytes > 0 => Ok(bytes),
                 _ => Err(ProbeError::Unavailable {
                     what: WHAT,
@@ -333,7 +343,10 @@ impl MemoryProbe for SystemMemoryProbe {
 /// * **cgroup v1**, consulted only when no v2 `memory.max` exists:
 ///   `sys/fs/cgroup/memory/memory.limit_in_bytes`; a value of 2^60 or more means no limit.
 ///
-/// A missing file is not an error; a file that exists but cannot be read or parsed is.
+/// # Errors
+///
+/// A missing file is not an error; a file that exists but cannot be read ([`ProbeError::Unreadable`]) or
+/// parsed ([`ProbeError::Unparsable`]) is.
 pub fn cgroup_memory_limit(root: &Path) -> Result<Option<u64>, ProbeError> {
     Ok(cgroup_limit_with_source(root)?.map(|(bytes, _)| bytes))
 }
@@ -511,12 +524,20 @@ fn decode(bits: u64) -> Option<f64> {
 ///
 /// Readers pay one relaxed atomic load. Writers are [`set`](Self::set) and
 /// [`refresh_from`](Self::refresh_from), normally called by a [`ProbeThread`].
-#[derive(Debug)]
 pub struct MemoryGauge {
     bits: AtomicU64,
     /// Whether the last [`refresh_from`](Self::refresh_from) failed, so that a failing probe warns once
     /// when it starts failing rather than on every refresh.
     failing: AtomicBool,
+}
+
+impl fmt::Debug for MemoryGauge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryGauge")
+            .field("ratio", &self.ratio())
+            .field("failing", &self.failing.load(Ordering::Relaxed))
+            .finish()
+    }
 }
 
 impl Default for MemoryGauge {
@@ -625,6 +646,10 @@ pub struct ProbeThread {
 impl ProbeThread {
     /// Spawns a thread named `sluicegate-probe` that refreshes `gauge` from `probe` once at once, then
     /// again `interval` after each read ends (intervals below [`MIN_INTERVAL`] are raised to it).
+    ///
+    /// # Errors
+    ///
+    /// [`ProbeError::Spawn`] when the operating system refuses a new thread.
     pub fn spawn(
         gauge: Arc<MemoryGauge>,
         probe: Arc<dyn MemoryProbe>,

@@ -48,7 +48,7 @@ pub struct Request<'a> {
 
 impl<'a> Request<'a> {
     /// A request for a URL path.
-    pub fn url(path: &'a str) -> Self {
+    pub const fn url(path: &'a str) -> Self {
         Request {
             target: Target::Url(path),
             urgency: None,
@@ -56,7 +56,7 @@ impl<'a> Request<'a> {
     }
 
     /// A request for `interface.method`.
-    pub fn method(interface: &'a str, method: &'a str) -> Self {
+    pub const fn method(interface: &'a str, method: &'a str) -> Self {
         Request {
             target: Target::Method { interface, method },
             urgency: None,
@@ -64,7 +64,7 @@ impl<'a> Request<'a> {
     }
 
     /// Sets the urgency explicitly; it then overrides the route table and the lookup.
-    pub fn with_urgency(mut self, urgency: Urgency) -> Self {
+    pub const fn with_urgency(mut self, urgency: Urgency) -> Self {
         self.urgency = Some(urgency);
         self
     }

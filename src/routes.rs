@@ -56,7 +56,9 @@ impl RouteTable {
             }
         }
         // Stable sort keeps insertion order among equal lengths; equal prefixes were deduplicated above.
-        table.prefixes.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+        table
+            .prefixes
+            .sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
         table
     }
 

@@ -77,7 +77,10 @@ fn defaults_are_valid() {
 
 #[test]
 fn shipped_text_parses_to_the_defaults() {
-    assert_eq!(Config::from_toml_str(Config::default_toml()).unwrap(), Config::default());
+    assert_eq!(
+        Config::from_toml_str(Config::default_toml()).unwrap(),
+        Config::default()
+    );
 }
 
 #[test]
@@ -93,11 +96,16 @@ fn shipped_file_sets_every_key() {
     written.gate.memory_limit = Some(GIB); // so that it is written too
     for line in written.to_toml_string().lines() {
         let Some((key, _)) = line.split_once(" = ") else {
-            assert!(shipped.contains(line), "table {line} missing from the shipped file");
+            assert!(
+                shipped.contains(line),
+                "table {line} missing from the shipped file"
+            );
             continue;
         };
         let set = shipped.lines().any(|l| l.starts_with(&format!("{key} = ")));
-        let commented = shipped.lines().any(|l| l.starts_with(&format!("# {key} = ")));
+        let commented = shipped
+            .lines()
+            .any(|l| l.starts_with(&format!("# {key} = ")));
         assert!(set || commented, "key {key} missing from the shipped file");
     }
 }
@@ -110,7 +118,10 @@ fn shipped_file_says_how_to_check_it() {
 #[test]
 fn empty_document_gives_the_defaults() {
     assert_eq!(Config::from_toml_str("").unwrap(), Config::default());
-    assert_eq!(Config::from_toml_str("[gate]\n[sampler]\n[routes]\n").unwrap(), Config::default());
+    assert_eq!(
+        Config::from_toml_str("[gate]\n[sampler]\n[routes]\n").unwrap(),
+        Config::default()
+    );
 }
 
 #[test]
@@ -189,45 +200,209 @@ fn every_key_can_be_set() {
 fn each_broken_rule_names_its_key_value_and_rule() {
     // (document, key, value, fragment of the rule)
     let cases: &[(&str, &str, &str, &str)] = &[
-        ("[gate]\nmax_running = 0", "gate.max_running", "0", "at least 1"),
-        ("[gate]\nmax_avg_latency = \"0s\"", "gate.max_avg_latency", "\"0s\"", "greater than 0"),
-        ("[gate]\nmax_qps = 0", "gate.max_qps", "0", "finite number greater than 0"),
-        ("[gate]\nmax_qps = -5.0\nnon_urgent_qps = 1", "gate.max_qps", "-5", "finite number"),
-        ("[gate]\nnon_urgent_qps = 0.0", "gate.non_urgent_qps", "0", "greater than 0"),
-        ("[gate]\nnon_urgent_qps = 251", "gate.non_urgent_qps", "251", "cannot exceed the urgent rate"),
-        ("[gate]\nmax_in_flight = 0\nmax_running = 1", "gate.max_in_flight", "0", "at least 1"),
-        ("[gate]\nmax_in_flight = 100", "gate.max_in_flight", "100 (max_running = 500)", "below its soft threshold"),
-        ("[gate]\nmax_memory_ratio = 0", "gate.max_memory_ratio", "0", "greater than 0 and at most 1"),
-        ("[gate]\nmax_memory_ratio = 1.01", "gate.max_memory_ratio", "1.01", "at most 1"),
-        ("[gate]\nmax_memory_ratio = -0.5", "gate.max_memory_ratio", "-0.5", "at most 1"),
-        ("[gate]\nmax_memory_ratio = nan", "gate.max_memory_ratio", "nan", "finite"),
-        ("[gate]\nmemory_limit = 1048575", "gate.memory_limit", "1048575", "at least 1 MiB"),
-        ("[gate]\nmemory_limit = \"512KiB\"", "gate.memory_limit", "524288", "at least 1 MiB"),
-        ("[gate]\nburst = \"0ms\"", "gate.burst", "\"0s\"", "greater than 0"),
-        ("[sampler]\nwindow = 0\nmin_samples = 1", "sampler.window", "0", "between 1 and 100000"),
-        ("[sampler]\nwindow = 100001", "sampler.window", "100001", "between 1 and 100000"),
-        ("[sampler]\ntrim = -0.1", "sampler.trim", "-0.1", "0 <= trim < 0.5"),
-        ("[sampler]\ntrim = 0.5", "sampler.trim", "0.5", "0 <= trim < 0.5"),
+        (
+            "[gate]\nmax_running = 0",
+            "gate.max_running",
+            "0",
+            "at least 1",
+        ),
+        (
+            "[gate]\nmax_avg_latency = \"0s\"",
+            "gate.max_avg_latency",
+            "\"0s\"",
+            "greater than 0",
+        ),
+        (
+            "[gate]\nmax_qps = 0",
+            "gate.max_qps",
+            "0",
+            "finite number greater than 0",
+        ),
+        (
+            "[gate]\nmax_qps = -5.0\nnon_urgent_qps = 1",
+            "gate.max_qps",
+            "-5",
+            "finite number",
+        ),
+        (
+            "[gate]\nnon_urgent_qps = 0.0",
+            "gate.non_urgent_qps",
+            "0",
+            "greater than 0",
+        ),
+        (
+            "[gate]\nnon_urgent_qps = 251",
+            "gate.non_urgent_qps",
+            "251",
+            "cannot exceed the urgent rate",
+        ),
+        (
+            "[gate]\nmax_in_flight = 0\nmax_running = 1",
+            "gate.max_in_flight",
+            "0",
+            "at least 1",
+        ),
+        (
+            "[gate]\nmax_in_flight = 100",
+            "gate.max_in_flight",
+            "100 (max_running = 500)",
+            "below its soft threshold",
+        ),
+        (
+            "[gate]\nmax_memory_ratio = 0",
+            "gate.max_memory_ratio",
+            "0",
+            "greater than 0 and at most 1",
+        ),
+        (
+            "[gate]\nmax_memory_ratio = 1.01",
+            "gate.max_memory_ratio",
+            "1.01",
+            "at most 1",
+        ),
+        (
+            "[gate]\nmax_memory_ratio = -0.5",
+            "gate.max_memory_ratio",
+            "-0.5",
+            "at most 1",
+        ),
+        (
+            "[gate]\nmax_memory_ratio = nan",
+            "gate.max_memory_ratio",
+            "nan",
+            "finite",
+        ),
+        (
+            "[gate]\nmemory_limit = 1048575",
+            "gate.memory_limit",
+            "1048575",
+            "at least 1 MiB",
+        ),
+        (
+            "[gate]\nmemory_limit = \"512KiB\"",
+            "gate.memory_limit",
+            "524288",
+            "at least 1 MiB",
+        ),
+        (
+            "[gate]\nburst = \"0ms\"",
+            "gate.burst",
+            "\"0s\"",
+            "greater than 0",
+        ),
+        (
+            "[sampler]\nwindow = 0\nmin_samples = 1",
+            "sampler.window",
+            "0",
+            "between 1 and 100000",
+        ),
+        (
+            "[sampler]\nwindow = 100001",
+            "sampler.window",
+            "100001",
+            "between 1 and 100000",
+        ),
+        (
+            "[sampler]\ntrim = -0.1",
+            "sampler.trim",
+            "-0.1",
+            "0 <= trim < 0.5",
+        ),
+        (
+            "[sampler]\ntrim = 0.5",
+            "sampler.trim",
+            "0.5",
+            "0 <= trim < 0.5",
+        ),
         ("[sampler]\ntrim = inf", "sampler.trim", "inf", "finite"),
-        ("[sampler]\nmin_samples = 0", "sampler.min_samples", "0", "at least 1"),
-        ("[sampler]\nmin_samples = 101", "sampler.min_samples", "101", "at most window (100)"),
-        ("[sampler]\ntick = \"0s\"", "sampler.tick", "\"0s\"", "greater than 0"),
-        ("[sampler]\nprobe_interval = \"0s\"", "sampler.probe_interval", "\"0s\"", "greater than 0"),
-        ("[routes]\nurgent = [\"\"]", "routes.urgent", "\"\"", "empty or blank"),
-        ("[routes]\nnon_urgent = [\"  \"]", "routes.non_urgent", "\"  \"", "empty or blank"),
-        ("[routes]\nurgent = [\"/pay/*/submit\"]", "routes.urgent", "\"/pay/*/submit\"", "only as the last character"),
-        ("[routes]\nnon_urgent = [\"**\"]", "routes.non_urgent", "\"**\"", "only as the last character"),
-        ("[routes]\nurgent = [\"/pay\"]\nnon_urgent = [\"/pay\"]", "routes.non_urgent", "\"/pay\"", "both urgent and non-urgent"),
-        ("[routes]\nlookup_cache_entries = 0", "routes.lookup_cache_entries", "0", "at least 1"),
-        ("[routes]\nlookup_cache_ttl = \"0s\"", "routes.lookup_cache_ttl", "\"0s\"", "greater than 0"),
-        ("[gate]\nmax_avg_latency = \"600years\"", "gate.max_avg_latency", "\"600years\"", "64-bit nanoseconds"),
-        ("[gate]\nrequest_timeout = \"585years\"", "gate.request_timeout", "\"585years\"", "64-bit nanoseconds"),
+        (
+            "[sampler]\nmin_samples = 0",
+            "sampler.min_samples",
+            "0",
+            "at least 1",
+        ),
+        (
+            "[sampler]\nmin_samples = 101",
+            "sampler.min_samples",
+            "101",
+            "at most window (100)",
+        ),
+        (
+            "[sampler]\ntick = \"0s\"",
+            "sampler.tick",
+            "\"0s\"",
+            "greater than 0",
+        ),
+        (
+            "[sampler]\nprobe_interval = \"0s\"",
+            "sampler.probe_interval",
+            "\"0s\"",
+            "greater than 0",
+        ),
+        (
+            "[routes]\nurgent = [\"\"]",
+            "routes.urgent",
+            "\"\"",
+            "empty or blank",
+        ),
+        (
+            "[routes]\nnon_urgent = [\"  \"]",
+            "routes.non_urgent",
+            "\"  \"",
+            "empty or blank",
+        ),
+        (
+            "[routes]\nurgent = [\"/pay/*/submit\"]",
+            "routes.urgent",
+            "\"/pay/*/submit\"",
+            "only as the last character",
+        ),
+        (
+            "[routes]\nnon_urgent = [\"**\"]",
+            "routes.non_urgent",
+            "\"**\"",
+            "only as the last character",
+        ),
+        (
+            "[routes]\nurgent = [\"/pay\"]\nnon_urgent = [\"/pay\"]",
+            "routes.non_urgent",
+            "\"/pay\"",
+            "both urgent and non-urgent",
+        ),
+        (
+            "[routes]\nlookup_cache_entries = 0",
+            "routes.lookup_cache_entries",
+            "0",
+            "at least 1",
+        ),
+        (
+            "[routes]\nlookup_cache_ttl = \"0s\"",
+            "routes.lookup_cache_ttl",
+            "\"0s\"",
+            "greater than 0",
+        ),
+        (
+            "[gate]\nmax_avg_latency = \"600years\"",
+            "gate.max_avg_latency",
+            "\"600years\"",
+            "64-bit nanoseconds",
+        ),
+        (
+            "[gate]\nrequest_timeout = \"585years\"",
+            "gate.request_timeout",
+            "\"585years\"",
+            "64-bit nanoseconds",
+        ),
     ];
     for &(text, key, value, rule) in cases {
         let violation = only_violation(text);
         assert_eq!(violation.key, key, "{text:?}");
         assert_eq!(violation.value, value, "{text:?}");
-        assert!(violation.rule.contains(rule), "{text:?}: rule {:?} lacks {rule:?}", violation.rule);
+        assert!(
+            violation.rule.contains(rule),
+            "{text:?}: rule {:?} lacks {rule:?}",
+            violation.rule
+        );
         let display = Config::from_toml_str(text).unwrap_err().to_string();
         assert!(display.contains(&format!("`{key}`")), "{text:?}: {display}");
     }
@@ -235,7 +410,8 @@ fn each_broken_rule_names_its_key_value_and_rule() {
 
 #[test]
 fn zero_request_timeout_and_zero_waiters_are_allowed() {
-    let config = Config::from_toml_str("[gate]\nrequest_timeout = \"0s\"\nmax_waiters = 0").unwrap();
+    let config =
+        Config::from_toml_str("[gate]\nrequest_timeout = \"0s\"\nmax_waiters = 0").unwrap();
     assert_eq!(config.gate.request_timeout, Duration::ZERO);
     assert_eq!(config.gate.max_waiters, 0);
 }
@@ -249,7 +425,10 @@ fn duplicate_pattern_within_one_list_is_allowed() {
 #[test]
 fn violation_displays_key_value_and_rule() {
     let violation = only_violation("[gate]\nmax_qps = -5");
-    assert_eq!(violation.to_string(), "`gate.max_qps` = -5: must be a finite number greater than 0");
+    assert_eq!(
+        violation.to_string(),
+        "`gate.max_qps` = -5: must be a finite number greater than 0"
+    );
 }
 
 #[test]
@@ -259,7 +438,15 @@ fn all_violations_are_reported_at_once_in_key_order() {
     )
     .unwrap_err();
     let keys: Vec<&str> = error.violations().iter().map(|v| v.key.as_str()).collect();
-    assert_eq!(keys, ["gate.max_running", "gate.max_qps", "sampler.trim", "routes.lookup_cache_entries"]);
+    assert_eq!(
+        keys,
+        [
+            "gate.max_running",
+            "gate.max_qps",
+            "sampler.trim",
+            "routes.lookup_cache_entries"
+        ]
+    );
     assert_eq!(error.to_string().lines().count(), 4);
 }
 
@@ -271,7 +458,10 @@ fn validate_checks_configs_built_in_code() {
     config.gate.max_avg_latency = Duration::MAX;
     let error = config.validate().unwrap_err();
     let keys: Vec<&str> = error.violations().iter().map(|v| v.key.as_str()).collect();
-    assert_eq!(keys, ["gate.max_avg_latency", "gate.max_qps", "sampler.tick"]);
+    assert_eq!(
+        keys,
+        ["gate.max_avg_latency", "gate.max_qps", "sampler.tick"]
+    );
 }
 
 #[test]
@@ -283,7 +473,9 @@ fn violations_are_empty_for_other_errors() {
 #[test]
 fn non_finite_and_negative_rates_are_refused() {
     for key in ["max_qps", "non_urgent_qps"] {
-        for value in ["nan", "+nan", "-nan", "inf", "+inf", "-inf", "-5.0", "-1", "0", "-0.0"] {
+        for value in [
+            "nan", "+nan", "-nan", "inf", "+inf", "-inf", "-5.0", "-1", "0", "-0.0",
+        ] {
             let text = format!("[gate]\n{key} = {value}");
             let error = Config::from_toml_str(&text).unwrap_err();
             let violation = error
@@ -291,7 +483,10 @@ fn non_finite_and_negative_rates_are_refused() {
                 .iter()
                 .find(|v| v.key == format!("gate.{key}"))
                 .unwrap_or_else(|| panic!("{text:?} was not refused on its key: {error}"));
-            assert!(violation.rule.contains("finite number greater than 0"), "{text:?}");
+            assert!(
+                violation.rule.contains("finite number greater than 0"),
+                "{text:?}"
+            );
         }
     }
 }
@@ -309,8 +504,14 @@ fn unknown_key_is_named_with_its_position_and_the_expected_keys() {
     assert_eq!(key.as_deref(), Some("gate.max_qsp"));
     assert_eq!((line, column), (Some(3), Some(1)));
     assert!(message.contains("unknown key `gate.max_qsp`"), "{message}");
-    assert!(message.contains("expected one of: max_running, max_avg_latency,"), "{message}");
-    assert!(display.starts_with("config line 3, column 1: unknown key `gate.max_qsp`"), "{display}");
+    assert!(
+        message.contains("expected one of: max_running, max_avg_latency,"),
+        "{message}"
+    );
+    assert!(
+        display.starts_with("config line 3, column 1: unknown key `gate.max_qsp`"),
+        "{display}"
+    );
 }
 
 #[test]
@@ -324,10 +525,14 @@ fn misspelt_key_gets_a_suggestion() {
 
 #[test]
 fn unknown_table_is_named() {
-    let (message, key, line, column, _) = syntax_error("[gate]\nmax_qps = 1\n\n[breaker]\nthreshold = 3\n");
+    let (message, key, line, column, _) =
+        syntax_error("[gate]\nmax_qps = 1\n\n[breaker]\nthreshold = 3\n");
     assert_eq!(key.as_deref(), Some("breaker"));
     assert_eq!((line, column), (Some(4), Some(2)));
-    assert!(message.contains("expected one of: gate, sampler, routes"), "{message}");
+    assert!(
+        message.contains("expected one of: gate, sampler, routes"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -354,7 +559,10 @@ fn bare_integer_duration_is_refused_with_a_hint_to_add_a_unit() {
         ("gate.max_avg_latency", "[gate]\nmax_avg_latency = 3"),
         ("gate.request_timeout", "[gate]\nrequest_timeout = 0"),
         ("sampler.tick", "[sampler]\ntick = 100"),
-        ("routes.lookup_cache_ttl", "[routes]\nlookup_cache_ttl = 1.5"),
+        (
+            "routes.lookup_cache_ttl",
+            "[routes]\nlookup_cache_ttl = 1.5",
+        ),
     ] {
         let (message, found, line, _, display) = syntax_error(text);
         assert_eq!(found.as_deref(), Some(key), "{text:?}");
@@ -373,7 +581,8 @@ fn unitless_duration_string_is_refused() {
 
 #[test]
 fn overflowing_duration_is_refused_naming_the_key() {
-    let (message, key, line, column, _) = syntax_error("[gate]\nmax_avg_latency = \"99999999999999999999s\"");
+    let (message, key, line, column, _) =
+        syntax_error("[gate]\nmax_avg_latency = \"99999999999999999999s\"");
     assert_eq!(key.as_deref(), Some("gate.max_avg_latency"));
     assert_eq!((line, column), (Some(2), Some(19)));
     assert!(message.contains("too long"), "{message}");
@@ -390,7 +599,10 @@ fn value_of_the_wrong_type_names_the_key() {
         ("gate.max_running", "[gate]\nmax_running = 1.5"),
         ("gate.max_qps", "[gate]\nmax_qps = \"fast\""),
         ("gate.switch", "[gate]\nswitch = \"on\""),
-        ("routes.default_urgency", "[routes]\ndefault_urgency = \"later\""),
+        (
+            "routes.default_urgency",
+            "[routes]\ndefault_urgency = \"later\"",
+        ),
         ("routes.urgent", "[routes]\nurgent = [\"/a\", 2]"),
         ("routes.urgent", "[routes]\nurgent = \"/pay\""),
         ("sampler.window", "[sampler]\nwindow = 18446744073709551616"),
@@ -443,11 +655,23 @@ fn memory_limit_units_are_parsed() {
 #[test]
 fn bad_memory_limit_is_refused_naming_the_key() {
     for value in [
-        "\"512\"", "\"12 apples\"", "\"-1GB\"", "\"1.2.3GB\"", "\"99999999999TiB\"", "\"\"", "-1", "1.5", "true",
+        "\"512\"",
+        "\"12 apples\"",
+        "\"-1GB\"",
+        "\"1.2.3GB\"",
+        "\"99999999999TiB\"",
+        "\"\"",
+        "-1",
+        "1.5",
+        "true",
     ] {
         let text = format!("[gate]\nmemory_limit = {value}");
         let (message, key, line, ..) = syntax_error(&text);
-        assert_eq!(key.as_deref(), Some("gate.memory_limit"), "{text:?}: {message}");
+        assert_eq!(
+            key.as_deref(),
+            Some("gate.memory_limit"),
+            "{text:?}: {message}"
+        );
         assert_eq!(line, Some(2), "{text:?}");
     }
 }
@@ -455,7 +679,10 @@ fn bad_memory_limit_is_refused_naming_the_key() {
 #[test]
 fn round_trip_of_the_defaults_is_exact() {
     let config = Config::default();
-    assert_eq!(Config::from_toml_str(&config.to_toml_string()).unwrap(), config);
+    assert_eq!(
+        Config::from_toml_str(&config.to_toml_string()).unwrap(),
+        config
+    );
 }
 
 #[test]
@@ -475,7 +702,10 @@ fn round_trip_of_a_customised_config_is_exact() {
     config.routes.default_urgency = Urgency::NonUrgent;
     config.routes.lookup_cache_ttl = Duration::from_secs(584 * 365 * 86_400);
     config.validate().unwrap();
-    assert_eq!(Config::from_toml_str(&config.to_toml_string()).unwrap(), config);
+    assert_eq!(
+        Config::from_toml_str(&config.to_toml_string()).unwrap(),
+        config
+    );
 }
 
 #[test]
@@ -500,7 +730,10 @@ fn from_file_reads_and_validates_a_file() {
     std::fs::write(&path, "[gate]\nmax_qps = 99\n").unwrap();
     assert_eq!(Config::from_file(&path).unwrap().gate.max_qps, 99.0);
     std::fs::write(&path, "[gate]\nmax_qps = 0\n").unwrap();
-    assert_eq!(Config::from_file(&path).unwrap_err().violations()[0].key, "gate.max_qps");
+    assert_eq!(
+        Config::from_file(&path).unwrap_err().violations()[0].key,
+        "gate.max_qps"
+    );
 }
 
 #[test]
@@ -508,9 +741,15 @@ fn from_file_on_a_missing_path_names_the_path() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("no-such-file.toml");
     let error = Config::from_file(&path).unwrap_err();
-    assert!(matches!(&error, ConfigError::Io { path: p, .. } if *p == path), "{error:?}");
+    assert!(
+        matches!(&error, ConfigError::Io { path: p, .. } if *p == path),
+        "{error:?}"
+    );
     let display = error.to_string();
-    assert!(display.starts_with("cannot read config file `"), "{display}");
+    assert!(
+        display.starts_with("cannot read config file `"),
+        "{display}"
+    );
     assert!(display.contains(&path.display().to_string()), "{display}");
 }
 
@@ -519,9 +758,15 @@ fn from_file_on_non_utf8_bytes_is_an_error_naming_the_path() {
     let mut file = tempfile::NamedTempFile::new().unwrap();
     std::io::Write::write_all(&mut file, b"[gate]\nmax_qps = \xff\xfe 1\n").unwrap();
     let error = Config::from_file(file.path()).unwrap_err();
-    assert!(matches!(&error, ConfigError::Io { path, .. } if path == file.path()), "{error:?}");
+    assert!(
+        matches!(&error, ConfigError::Io { path, .. } if path == file.path()),
+        "{error:?}"
+    );
     let display = error.to_string();
-    assert!(display.contains(&file.path().display().to_string()), "{display}");
+    assert!(
+        display.contains(&file.path().display().to_string()),
+        "{display}"
+    );
     assert!(display.contains("not UTF-8"), "{display}");
 }
 
@@ -530,36 +775,66 @@ fn valid_config() -> impl Strategy<Value = Config> {
     let duration = (0u64..u64::MAX).prop_map(Duration::from_nanos);
     let positive = (1u64..u64::MAX).prop_map(Duration::from_nanos);
     let rate = (1e-9f64..1e12).prop_filter("finite", |r| r.is_finite());
-    let pattern = "[a-zA-Z0-9/._\"\\\\ \n-]{1,12}\\*?".prop_filter("not blank", |p| !p.trim().is_empty());
+    let pattern =
+        "[a-zA-Z0-9/._\"\\\\ \n-]{1,12}\\*?".prop_filter("not blank", |p| !p.trim().is_empty());
     let gate = (
-        (1u64..=u64::MAX, positive.clone(), rate.clone(), 0.0f64..=1.0, duration),
-        (any::<u64>(), 0u64..=u64::MAX, 1e-6f64..=1.0, proptest::option::of(MIB..=u64::MAX), positive.clone()),
-        prop_oneof![Just(SwitchMode::Auto), Just(SwitchMode::ForceOn), Just(SwitchMode::ForceOff)],
+        (
+            1u64..=u64::MAX,
+            positive.clone(),
+            rate.clone(),
+            0.0f64..=1.0,
+            duration,
+        ),
+        (
+            any::<u64>(),
+            0u64..=u64::MAX,
+            1e-6f64..=1.0,
+            proptest::option::of(MIB..=u64::MAX),
+            positive.clone(),
+        ),
+        prop_oneof![
+            Just(SwitchMode::Auto),
+            Just(SwitchMode::ForceOn),
+            Just(SwitchMode::ForceOff)
+        ],
     )
-        .prop_map(|((running, latency, qps, share, timeout), (waiters, extra, ratio, limit, burst), switch)| {
-            GateConfig {
-                max_running: running,
-                max_avg_latency: latency,
-                max_qps: qps,
-                non_urgent_qps: (qps * share).max(f64::MIN_POSITIVE),
-                request_timeout: timeout,
-                max_waiters: waiters,
-                max_in_flight: running.saturating_add(extra),
-                max_memory_ratio: ratio,
-                memory_limit: limit,
-                burst,
+        .prop_map(
+            |(
+                (running, latency, qps, share, timeout),
+                (waiters, extra, ratio, limit, burst),
                 switch,
-            }
-        });
-    let sampler = (1usize..=100_000, 0.0f64..0.49, 0.0f64..=1.0, positive.clone(), positive.clone()).prop_map(
-        |(window, trim, share, tick, probe_interval)| SamplerConfig {
-            window,
-            trim,
-            min_samples: ((window as f64 * share) as usize).clamp(1, window),
-            tick,
-            probe_interval,
-        },
-    );
+            )| {
+                GateConfig {
+                    max_running: running,
+                    max_avg_latency: latency,
+                    max_qps: qps,
+                    non_urgent_qps: (qps * share).max(f64::MIN_POSITIVE),
+                    request_timeout: timeout,
+                    max_waiters: waiters,
+                    max_in_flight: running.saturating_add(extra),
+                    max_memory_ratio: ratio,
+                    memory_limit: limit,
+                    burst,
+                    switch,
+                }
+            },
+        );
+    let sampler = (
+        1usize..=100_000,
+        0.0f64..0.49,
+        0.0f64..=1.0,
+        positive.clone(),
+        positive.clone(),
+    )
+        .prop_map(
+            |(window, trim, share, tick, probe_interval)| SamplerConfig {
+                window,
+                trim,
+                min_samples: ((window as f64 * share) as usize).clamp(1, window),
+                tick,
+                probe_interval,
+            },
+        );
     let routes = (
         proptest::collection::vec(pattern.clone(), 0..4),
         proptest::collection::vec(pattern, 0..4),
@@ -568,7 +843,10 @@ fn valid_config() -> impl Strategy<Value = Config> {
         positive,
     )
         .prop_map(|(urgent, non_urgent, default_urgency, entries, ttl)| {
-            let non_urgent = non_urgent.into_iter().filter(|p| !urgent.contains(p)).collect();
+            let non_urgent = non_urgent
+                .into_iter()
+                .filter(|p| !urgent.contains(p))
+                .collect();
             RoutesConfig {
                 urgent,
                 non_urgent,

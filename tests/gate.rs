@@ -70,14 +70,21 @@ fn call_blocking_runs_success_when_admitted_and_fail_when_refused() {
     assert_eq!(gate.call_blocking(Request::url("/x"), || 1, |_| 2), 1);
     let _held = hold(&gate, 5);
     let refused = gate.call_blocking(Request::url("/x"), || None, Some);
-    assert_eq!(refused.map(|r| r.reason), Some(RejectReason::InFlightCeiling));
+    assert_eq!(
+        refused.map(|r| r.reason),
+        Some(RejectReason::InFlightCeiling)
+    );
 }
 
 #[test]
 fn panic_in_call_blocking_is_released_as_failure_and_goes_on_to_the_caller() {
     let (gate, _clock, _) = gate_with(small_config());
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        gate.call_blocking(Request::url("/x"), || -> u32 { panic!("handler bug") }, |_| 0)
+        gate.call_blocking(
+            Request::url("/x"),
+            || -> u32 { panic!("handler bug") },
+            |_| 0,
+        )
     }));
     assert!(result.is_err(), "the panic reaches the caller");
     let s = gate.snapshot();
@@ -99,11 +106,8 @@ async fn async_call_runs_the_handler_and_releases() {
 #[test]
 fn dropping_an_async_call_while_the_handler_runs_releases_it_as_cancelled() {
     let (gate, _clock, _) = gate_with(small_config());
-    let mut call = task::spawn(gate.call(
-        Request::url("/x"),
-        || std::future::pending::<()>(),
-        |_| async {},
-    ));
+    let mut call =
+        task::spawn(gate.call(Request::url("/x"), std::future::pending::<()>, |_| async {}));
     assert_pending!(call.poll());
     assert_eq!(gate.snapshot().in_flight, 1);
     drop(call);
@@ -217,7 +221,7 @@ fn unreadable_memory_is_unknown_and_leaves_the_memory_ceiling_open() {
 #[test]
 fn trimmed_mean_cuts_each_end_of_the_last_window() {
     let (gate, clock, _) = gate_with(small_config()); // window 10, trim 0.1, min 5
-    // Latencies 1..=12 ms, one call at a time: the window keeps 3..=12; the cut drops 3 and 12.
+                                                      // Latencies 1..=12 ms, one call at a time: the window keeps 3..=12; the cut drops 3 and 12.
     for latency in 1..=12u64 {
         let p = gate.try_acquire(&Request::url("/x")).unwrap();
         clock.advance(ms(latency));
@@ -261,7 +265,11 @@ fn littles_law_qps_sits_beside_the_measured_completion_rate() {
     let s = gate.snapshot();
     assert_eq!(s.trimmed_mean, Some(ms(20)));
     assert_eq!(s.little_qps, Some(4.0 / 0.020));
-    assert!((s.completion_rate - 10.0).abs() < 1e-9, "{}", s.completion_rate);
+    assert!(
+        (s.completion_rate - 10.0).abs() < 1e-9,
+        "{}",
+        s.completion_rate
+    );
     assert!(s.p50.is_some() && s.p99.is_some());
     let p50 = s.p50.unwrap().as_secs_f64();
     assert!((p50 - 0.020).abs() < 0.001, "p50 {p50}");
@@ -338,12 +346,13 @@ fn switch_stays_off_when_only_latency_is_high() {
 }
 
 #[test]
-fn switch_stays_on_while_demand_exceeds_what_the_buckets_admit_even_when_the_service_looks_healthy() {
+fn switch_stays_on_while_demand_exceeds_what_the_buckets_admit_even_when_the_service_looks_healthy()
+{
     let (gate, clock, _) = gate_with(small_config());
     drop(overload(&gate, &clock)); // in-flight falls to 0
-    // Demand: 300 requests/s against a bucket of 100/s, for two seconds. The admitted calls are
-    // instant, so the latency window refills with healthy figures and in-flight is 0; every tick the
-    // switch must stay on all the same.
+                                   // Demand: 300 requests/s against a bucket of 100/s, for two seconds. The admitted calls are
+                                   // instant, so the latency window refills with healthy figures and in-flight is 0; every tick the
+                                   // switch must stay on all the same.
     for step in 0..600 {
         clock.advance(Duration::from_micros(3_334));
         if let Ok(p) = gate.try_acquire(&Request::url("/x")) {
@@ -371,13 +380,19 @@ fn set_switch_forces_on_and_off_and_auto_resumes() {
     gate.set_switch(SwitchMode::ForceOff);
     let held = overload_forced_off(&gate, &clock);
     let s = gate.snapshot().switch;
-    assert!(!s.on && s.auto_on, "auto decision tracked while forced off: {s:?}");
+    assert!(
+        !s.on && s.auto_on,
+        "auto decision tracked while forced off: {s:?}"
+    );
     gate.set_switch(SwitchMode::Auto);
     assert!(gate.snapshot().switch.on);
     drop(held);
 }
 
-fn overload_forced_off(gate: &Gate<ManualClock>, clock: &ManualClock) -> Vec<Permit<'static, ManualClock>> {
+fn overload_forced_off(
+    gate: &Gate<ManualClock>,
+    clock: &ManualClock,
+) -> Vec<Permit<'static, ManualClock>> {
     let gate: &'static Gate<ManualClock> = Box::leak(Box::new(gate.clone()));
     let mut held = hold(gate, 12);
     clock.advance(ms(150));
@@ -413,7 +428,10 @@ fn every_request_draws_from_the_urgent_bucket_until_it_cannot_serve_within_the_t
     assert!(gate.try_acquire(&report).is_ok());
     assert!(gate.snapshot().switch.split);
     // Its own bucket is now empty too (capacity 1 at 10/s).
-    assert_eq!(gate.try_acquire(&report).unwrap_err().reason, RejectReason::RateLimited);
+    assert_eq!(
+        gate.try_acquire(&report).unwrap_err().reason,
+        RejectReason::RateLimited
+    );
 }
 
 #[test]
@@ -469,9 +487,8 @@ fn blocking_wait_sleeps_until_the_token_exists() {
     gate.set_switch(SwitchMode::ForceOn);
     let _first = gate.try_acquire(&Request::url("/x")).unwrap();
     let g = gate.clone();
-    let waiter = std::thread::spawn(move || {
-        g.acquire_blocking(&Request::url("/x")).map(|p| p.waited())
-    });
+    let waiter =
+        std::thread::spawn(move || g.acquire_blocking(&Request::url("/x")).map(|p| p.waited()));
     clock.wait_for_sleepers(1);
     assert_eq!(gate.snapshot().waiters, 1);
     clock.advance(ms(10));
@@ -584,7 +601,10 @@ impl UrgencyLookup for CountingLookup {
     }
 }
 
-fn gate_with_lookup(fail: bool, config: Config) -> (Gate<ManualClock>, ManualClock, Arc<AtomicUsize>) {
+fn gate_with_lookup(
+    fail: bool,
+    config: Config,
+) -> (Gate<ManualClock>, ManualClock, Arc<AtomicUsize>) {
     let clock = ManualClock::new();
     let calls = Arc::new(AtomicUsize::new(0));
     let gate = Gate::builder(config)
@@ -634,7 +654,10 @@ fn explicit_urgency_beats_the_route_table() {
     let (gate, _clock, _) = gate_with(config);
     force_split(&gate);
     assert!(!served_as_urgent(&gate, &Request::url("/report/x")));
-    assert!(served_as_urgent(&gate, &Request::url("/report/x").with_urgency(Urgency::Urgent)));
+    assert!(served_as_urgent(
+        &gate,
+        &Request::url("/report/x").with_urgency(Urgency::Urgent)
+    ));
 }
 
 #[test]
@@ -645,11 +668,20 @@ fn route_table_longest_match_wins_and_methods_are_named_interface_dot_method() {
     config.routes.non_urgent = vec!["OrderService.history*".into(), "/pay/*".into()];
     let (gate, _clock, _) = gate_with(config);
     force_split(&gate);
-    assert!(served_as_urgent(&gate, &Request::method("OrderService", "create")));
-    assert!(!served_as_urgent(&gate, &Request::method("OrderService", "historyAll")));
+    assert!(served_as_urgent(
+        &gate,
+        &Request::method("OrderService", "create")
+    ));
+    assert!(!served_as_urgent(
+        &gate,
+        &Request::method("OrderService", "historyAll")
+    ));
     assert!(served_as_urgent(&gate, &Request::url("/pay/submit")));
     assert!(!served_as_urgent(&gate, &Request::url("/pay/refund")));
-    assert!(!served_as_urgent(&gate, &Request::url("/elsewhere")), "default_urgency");
+    assert!(
+        !served_as_urgent(&gate, &Request::url("/elsewhere")),
+        "default_urgency"
+    );
 }
 
 #[test]
@@ -661,7 +693,11 @@ fn lookup_answers_are_cached_and_expire_after_their_ttl() {
     assert!(served_as_urgent(&gate, &Request::url("/pay/x")));
     assert!(!served_as_urgent(&gate, &Request::url("/search")));
     assert!(served_as_urgent(&gate, &Request::url("/pay/x")));
-    assert_eq!(calls.load(Ordering::SeqCst), 2, "second /pay/x came from the cache");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "second /pay/x came from the cache"
+    );
     clock.advance(Duration::from_secs(300));
     assert!(served_as_urgent(&gate, &Request::url("/pay/x")));
     assert_eq!(calls.load(Ordering::SeqCst), 3, "expired entry asked again");
@@ -730,7 +766,10 @@ fn reload_changes_the_rate_at_once_and_keeps_counters_and_in_flight() {
     assert_eq!(count_in_one_second(&gate), 200);
     let s = gate.snapshot();
     assert_eq!(s.counters.admitted, 301);
-    assert_eq!(s.in_flight, 1, "a permit taken before the reload is still counted");
+    assert_eq!(
+        s.in_flight, 1,
+        "a permit taken before the reload is still counted"
+    );
     drop(held);
     assert_eq!(gate.snapshot().in_flight, 0);
 }

@@ -218,8 +218,12 @@ fn cgroup_v2_is_preferred_over_v1() {
 }
 
 proptest! {
+    // Each case writes files, so fewer cases than the default; half of them near the threshold.
+    #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
-    fn cgroup_v1_value_is_a_limit_below_two_to_the_sixty(value in any::<u64>()) {
+    fn cgroup_v1_value_is_a_limit_below_two_to_the_sixty(
+        value in prop_oneof![any::<u64>(), (1u64 << 60) - 4096..(1u64 << 60) + 4096],
+    ) {
         let root = fake_root();
         write(root.path(), "sys/fs/cgroup/memory/memory.limit_in_bytes", &format!("{value}\n"));
         let expected = (value < 1 << 60).then_some(value);

@@ -87,10 +87,10 @@ fn describe(raw: &str, key: Option<String>) -> (String, Option<String>) {
         }
         return (message, Some(key));
     }
-    // serde names the Rust type of a table ("expected struct GateConfig"); the reader knows tables.
+    // serde speaks of Rust types ("expected struct GateConfig", "a sequence"); the reader knows TOML.
     let raw = match raw.find("expected struct ") {
         Some(at) => format!("{}expected a table", &raw[..at]),
-        None => raw.to_owned(),
+        None => raw.replace("expected a sequence", "expected an array"),
     };
     match key {
         Some(key) => (format!("`{key}`: {raw}"), Some(key)),

@@ -74,7 +74,7 @@ fn serialize_bytes<S: Serializer>(bytes: u64, serializer: S) -> Result<S::Ok, S:
         ("MiB", 1 << 20),
         ("KiB", 1 << 10),
     ] {
-        if bytes != 0 && bytes % size == 0 {
+        if bytes != 0 && bytes.is_multiple_of(size) {
             return serializer.collect_str(&format_args!("{}{unit}", bytes / size));
         }
     }

@@ -23,7 +23,9 @@ impl FakeMemory {
     pub fn probe(&self) -> impl Fn() -> Result<MemoryReading, ProbeError> + Send + Sync + 'static {
         let cell = Arc::clone(&self.0);
         move || match cell.load(Ordering::SeqCst) {
-            UNREADABLE => Err(ProbeError::Unsupported { what: "fake memory" }),
+            UNREADABLE => Err(ProbeError::Unsupported {
+                what: "fake memory",
+            }),
             used => Ok(MemoryReading {
                 used_bytes: used,
                 limit_bytes: 1000,
