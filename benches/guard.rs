@@ -22,6 +22,7 @@
 //! | `governor/deny` | governor `check()` on an exhausted quota (1 per second) |
 //! | `tokio/semaphore` | tokio `Semaphore::try_acquire` + drop of the permit |
 //! | `parts/clock_now` | sluicegate's `MonotonicClock::now()` alone (1 thread only) |
+//! | `parts/arc_swap_load` | one `ArcSwap::load()` and its guard's drop, as the gate loads its settings (1 thread only) |
 //! | `parts/bucket_try_acquire` | that clock read + `Bucket::try_acquire`, the bare GCRA cell (1 thread only) |
 //!
 //! The sluicegate gates are built with [`Gate::new`], so the system memory probe runs on its own
@@ -277,6 +278,11 @@ fn contenders(c: &mut Criterion, name: &str, threads: usize) {
         bench_op(&mut group, threads, "parts", "clock_now", || {
             black_box(black_box(&clock).now());
         });
+        // The switch-on path loads the settings (an `ArcSwap`) twice: in classify and in draw.
+        let settings = arc_swap::ArcSwap::from_pointee(0_u64);
+        bench_op(&mut group, threads, "parts", "arc_swap_load", || {
+            black_box(**black_box(&settings).load());
+        });
         let bucket = Bucket::new();
         let params = BucketParams::with_burst(1e12, Duration::from_secs(1));
         bench_op(&mut group, threads, "parts", "bucket_try_acquire", || {
@@ -350,7 +356,7 @@ fn median_from_estimates(json: &str) -> Option<f64> {
 /// The medians table, then the ratios against the targets. Prints nothing when no estimate was
 /// written by this run (`--list`, `--test`, a filter that matched nothing, `--discard-baseline`).
 fn ratios(_: &mut Criterion) {
-    const BENCHES: [&str; 10] = [
+    const BENCHES: [&str; 11] = [
         "sluicegate/switch_off",
         "sluicegate/switch_on_token",
         "sluicegate/refused_rate",
@@ -360,6 +366,7 @@ fn ratios(_: &mut Criterion) {
         "governor/deny",
         "tokio/semaphore",
         "parts/clock_now",
+        "parts/arc_swap_load",
         "parts/bucket_try_acquire",
     ];
     // (numerator, denominator, label of the denominator, target)
