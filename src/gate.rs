@@ -365,23 +365,47 @@ impl<C: Clock> Gate<C> {
             }
         };
         match inner.draw(urgency, now)? {
-            Drawn::Admitted(permit) => Ok(permit),
-            Drawn::Wait(waiting) => {
+            Admission::Now(permit) => Ok(permit),
+            Admission::Wait(ticket) => {
                 if !inner.clock.can_sleep() {
-                    return Err(waiting.refuse_unable_to_wait());
+                    return Err(ticket.refuse_unable_to_wait());
                 }
-                inner.clock.sleep_until(waiting.until).await;
-                waiting.finish()
+                inner.clock.sleep_until(ticket.until).await;
+                ticket.finish()
             }
         }
     }
 
     /// [`Gate::acquire`] for plain threads: waits for a token by blocking the thread.
     pub fn acquire_blocking(&self, request: &Request<'_>) -> Result<Permit<'_, C>, Rejection> {
+        match self.begin(request)? {
+            Admission::Now(permit) => Ok(permit),
+            Admission::Wait(ticket) => {
+                self.inner.clock.block_until(ticket.until);
+                ticket.finish()
+            }
+        }
+    }
+
+    /// Admits the request only if it needs no wait for a token: never sleeps, never awaits.
+    pub fn try_acquire(&self, request: &Request<'_>) -> Result<Permit<'_, C>, Rejection> {
+        match self.begin(request)? {
+            Admission::Now(permit) => Ok(permit),
+            Admission::Wait(ticket) => Err(ticket.refuse_unable_to_wait()),
+        }
+    }
+
+    /// The decision core, without any waiting: admits the request now, refuses it, or hands out a
+    /// [`Ticket`] for a token reserved at [`Ticket::ready_at`]; the caller waits as it likes (an event
+    /// loop, a timer wheel) and then calls [`Ticket::admit`]. Dropping the ticket abandons the wait.
+    ///
+    /// A request whose urgency must come from the [`UrgencyLookup`] and is not cached is classified
+    /// with [`UrgencyLookup::lookup_blocking`].
+    pub fn begin(&self, request: &Request<'_>) -> Result<Admission<'_, C>, Rejection> {
         let inner = &*self.inner;
         let status = inner.check_ceilings()?;
         if !status.on {
-            return inner.enter_unpaced();
+            return inner.enter_unpaced().map(Admission::Now);
         }
         let mut now = inner.clock.now();
         inner.maybe_tick(now);
@@ -393,31 +417,7 @@ impl<C: Clock> Gate<C> {
                 u
             }
         };
-        match inner.draw(urgency, now)? {
-            Drawn::Admitted(permit) => Ok(permit),
-            Drawn::Wait(waiting) => {
-                inner.clock.block_until(waiting.until);
-                waiting.finish()
-            }
-        }
-    }
-
-    /// Admits the request only if it needs no wait: never blocks, never awaits.
-    pub fn try_acquire(&self, request: &Request<'_>) -> Result<Permit<'_, C>, Rejection> {
-        let inner = &*self.inner;
-        let status = inner.check_ceilings()?;
-        if !status.on {
-            return inner.enter_unpaced();
-        }
-        let now = inner.clock.now();
-        inner.maybe_tick(now);
-        let urgency = inner
-            .classify_cached(request, now)
-            .unwrap_or(Urgency::Urgent);
-        match inner.draw(urgency, now)? {
-            Drawn::Admitted(permit) => Ok(permit),
-            Drawn::Wait(waiting) => Err(waiting.refuse_unable_to_wait()),
-        }
+        inner.draw(urgency, now)
     }
 
     /// The seed's `call(success, fail)`, async: runs `success` if the request is admitted, `fail` with
@@ -546,6 +546,7 @@ impl<C: Clock> Gate<C> {
             mean_wait: figures.mean_wait.map(Duration::from_nanos),
             memory_ratio: inner.memory.ratio(),
             switch: inner.switch.load(),
+            switch_flips: inner.switch.flips(),
             counters: inner.stripes.totals(),
         }
     }
@@ -605,8 +606,20 @@ impl<C: Clock> Drop for Permit<'_, C> {
     }
 }
 
-/// A request that holds a reserved token and waits for it. Dropping it (cancellation) stops waiting.
-struct Waiting<'g, C: Clock> {
+/// What [`Gate::begin`] decided.
+#[derive(Debug)]
+pub enum Admission<'g, C: Clock = MonotonicClock> {
+    /// Admitted now.
+    Now(Permit<'g, C>),
+    /// A token is reserved; wait until [`Ticket::ready_at`], then [`Ticket::admit`].
+    Wait(Ticket<'g, C>),
+}
+
+/// A request that holds a reserved token and waits for it. It counts against `max_waiters` until it
+/// is admitted or dropped; dropping it (cancellation) abandons the wait and hands the token back where
+/// that is safe (see [`Bucket::cancel`]).
+#[must_use = "dropping the ticket abandons the wait"]
+pub struct Ticket<'g, C: Clock = MonotonicClock> {
     inner: &'g Inner<C>,
     reservation: Reservation,
     urgent_bucket: bool,
@@ -614,7 +627,39 @@ struct Waiting<'g, C: Clock> {
     done: bool,
 }
 
-impl<'g, C: Clock> Waiting<'g, C> {
+impl<C: Clock> std::fmt::Debug for Ticket<'_, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ticket")
+            .field("ready_at", &self.ready_at())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'g, C: Clock> Ticket<'g, C> {
+    /// The gate clock's time at which the token exists.
+    pub fn ready_at(&self) -> Duration {
+        Duration::from_nanos(self.until)
+    }
+
+    /// How long the request has to wait from when it was decided.
+    pub fn wait(&self) -> Duration {
+        Duration::from_nanos(self.reservation.wait)
+    }
+
+    /// Admits the request (subject to the in-flight ceiling). Called before [`Ticket::ready_at`], it
+    /// refuses the request instead (`RateLimited`, with the time still to wait as `retry_after`):
+    /// letting it in early would break the bucket's rate.
+    pub fn admit(self) -> Result<Permit<'g, C>, Rejection> {
+        let now = self.inner.clock.now();
+        if now < self.until {
+            let remaining = self.until - now;
+            let mut rejection = self.refuse_unable_to_wait();
+            rejection.retry_after = Some(Duration::from_nanos(remaining));
+            return Err(rejection);
+        }
+        self.finish()
+    }
+
     fn finish(mut self) -> Result<Permit<'g, C>, Rejection> {
         self.done = true;
         self.inner.waiters.fetch_sub(1, Ordering::AcqRel);
@@ -643,7 +688,7 @@ impl<'g, C: Clock> Waiting<'g, C> {
     }
 }
 
-impl<C: Clock> Drop for Waiting<'_, C> {
+impl<C: Clock> Drop for Ticket<'_, C> {
     fn drop(&mut self) {
         if !self.done {
             self.inner.waiters.fetch_sub(1, Ordering::AcqRel);
@@ -651,11 +696,6 @@ impl<C: Clock> Drop for Waiting<'_, C> {
             self.inner.stripes.bump(Event::Abandoned);
         }
     }
-}
-
-enum Drawn<'g, C: Clock> {
-    Admitted(Permit<'g, C>),
-    Wait(Waiting<'g, C>),
 }
 
 impl<C: Clock> Inner<C> {
@@ -793,7 +833,7 @@ impl<C: Clock> Inner<C> {
     }
 
     /// Draws a token for a request of `urgency` at `now`, with the switch on.
-    fn draw(&self, urgency: Urgency, now: Nanos) -> Result<Drawn<'_, C>, Rejection> {
+    fn draw(&self, urgency: Urgency, now: Nanos) -> Result<Admission<'_, C>, Rejection> {
         let settings = self.settings.load();
         self.stripes.bump(Event::DrewToken);
         let split = self.switch.load().split;
@@ -805,7 +845,7 @@ impl<C: Clock> Inner<C> {
                 (&*self.non_urgent, &settings.non_urgent)
             };
             match bucket.reserve(now, settings.request_timeout, params) {
-                Ok(r) if r.wait == 0 => return self.enter(Some(now), 0).map(Drawn::Admitted),
+                Ok(r) if r.wait == 0 => return self.enter(Some(now), 0).map(Admission::Now),
                 Ok(r) => {
                     let waiting = self.waiters.fetch_add(1, Ordering::AcqRel);
                     if waiting >= settings.config.gate.max_waiters {
@@ -813,7 +853,7 @@ impl<C: Clock> Inner<C> {
                         bucket.cancel(&r);
                         return Err(self.refuse(RejectReason::TooManyWaiters, Some(r.wait)));
                     }
-                    return Ok(Drawn::Wait(Waiting {
+                    return Ok(Admission::Wait(Ticket {
                         inner: self,
                         reservation: r,
                         urgent_bucket: use_urgent,

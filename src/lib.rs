@@ -88,7 +88,7 @@ pub mod snapshot;
 pub mod switch;
 
 pub use config::{Config, ConfigError};
-pub use gate::{Gate, GateBuilder, Permit};
+pub use gate::{Admission, Gate, GateBuilder, Permit, Ticket};
 pub use rejection::{RejectReason, Rejection};
 pub use request::{Request, Urgency};
 pub use snapshot::Snapshot;

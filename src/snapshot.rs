@@ -37,6 +37,8 @@ pub struct Snapshot {
     pub memory_ratio: Option<f64>,
     /// The switch.
     pub switch: SwitchStatus,
+    /// How many times the switch has turned on or off since the gate was built.
+    pub switch_flips: u64,
     /// Everything counted since the gate was built.
     pub counters: Counters,
 }

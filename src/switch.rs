@@ -15,7 +15,7 @@ pub enum SwitchMode {
     ForceOff,
 }
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 /// Where the switch stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,9 +35,13 @@ const AUTO_ON: u8 = 1;
 const SPLIT: u8 = 2;
 const MODE_SHIFT: u8 = 2;
 
-/// The switch in one byte, so the request path learns everything with one atomic load.
+/// The switch in one byte, so the request path learns everything with one atomic load; beside it,
+/// the number of times it has flipped (on to off or off to on).
 #[derive(Debug, Default)]
-pub(crate) struct SwitchCell(AtomicU8);
+pub(crate) struct SwitchCell {
+    bits: AtomicU8,
+    flips: AtomicU64,
+}
 
 fn mode_bits(mode: SwitchMode) -> u8 {
     (match mode {
@@ -69,17 +73,20 @@ pub(crate) fn decode(bits: u8) -> SwitchStatus {
 
 impl SwitchCell {
     pub(crate) fn new(mode: SwitchMode) -> Self {
-        SwitchCell(AtomicU8::new(mode_bits(mode)))
+        SwitchCell {
+            bits: AtomicU8::new(mode_bits(mode)),
+            flips: AtomicU64::new(0),
+        }
     }
 
     #[inline]
     pub(crate) fn load(&self) -> SwitchStatus {
-        decode(self.0.load(Ordering::Acquire))
+        decode(self.bits.load(Ordering::Acquire))
     }
 
     /// Applies `f` atomically; returns the status before and after.
     fn update(&self, f: impl Fn(u8) -> u8) -> (SwitchStatus, SwitchStatus) {
-        let mut cur = self.0.load(Ordering::Acquire);
+        let mut cur = self.bits.load(Ordering::Acquire);
         loop {
             let mut next = f(cur);
             // Leaving the "on" state ends the split: the next overload starts with one bucket again.
@@ -87,13 +94,24 @@ impl SwitchCell {
                 next &= !SPLIT;
             }
             match self
-                .0
+                .bits
                 .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => return (decode(cur), decode(next)),
+                Ok(_) => {
+                    let (before, after) = (decode(cur), decode(next));
+                    if before.on != after.on {
+                        self.flips.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return (before, after);
+                }
                 Err(actual) => cur = actual,
             }
         }
+    }
+
+    /// How many times the switch has turned on or off.
+    pub(crate) fn flips(&self) -> u64 {
+        self.flips.load(Ordering::Relaxed)
     }
 
     pub(crate) fn set_mode(&self, mode: SwitchMode) -> (SwitchStatus, SwitchStatus) {

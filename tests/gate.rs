@@ -781,3 +781,39 @@ fn clock_used_by_the_gate_is_the_one_given() {
     assert_eq!(gate.clock().now(), clock.now());
     assert_eq!(gate.snapshot().at, clock.elapsed());
 }
+
+#[test]
+fn begin_hands_out_a_ticket_that_admits_at_its_time_and_refuses_before() {
+    let (gate, clock, _) = gate_with(small_config());
+    gate.set_switch(SwitchMode::ForceOn);
+    let req = Request::url("/x");
+    let _first = gate.try_acquire(&req).unwrap();
+    let ticket = match gate.begin(&req).unwrap() {
+        sluicegate::Admission::Wait(t) => t,
+        other => panic!("expected a ticket, got {other:?}"),
+    };
+    assert_eq!(ticket.wait(), ms(10));
+    assert_eq!(ticket.ready_at(), clock.elapsed() + ms(10));
+    assert_eq!(gate.snapshot().waiters, 1);
+    clock.advance(ms(10));
+    let permit = ticket.admit().unwrap();
+    assert_eq!(permit.waited(), ms(10));
+    // Early redemption is refused with the time still to wait.
+    let early = match gate.begin(&req).unwrap() {
+        sluicegate::Admission::Wait(t) => t,
+        other => panic!("expected a ticket, got {other:?}"),
+    };
+    clock.advance(ms(4));
+    let r = early.admit().unwrap_err();
+    assert_eq!(r.retry_after, Some(ms(6)));
+    assert_eq!(gate.snapshot().waiters, 0);
+}
+
+#[test]
+fn switch_flips_are_counted() {
+    let (gate, _clock, _) = gate_with(small_config());
+    gate.set_switch(SwitchMode::ForceOn);
+    gate.set_switch(SwitchMode::ForceOn);
+    gate.set_switch(SwitchMode::Auto);
+    assert_eq!(gate.snapshot().switch_flips, 2);
+}

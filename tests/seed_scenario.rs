@@ -189,5 +189,7 @@ fn flood_turns_the_switch_on_urgent_keeps_its_rate_non_urgent_trickles_and_the_s
         );
     }
     drop(w);
-    assert_eq!(gate.snapshot().waiters, 0);
+    let s = gate.snapshot();
+    assert_eq!(s.waiters, 0);
+    assert_eq!(s.switch_flips, 2, "one on, one off");
 }
