@@ -84,6 +84,8 @@ pub mod rejection;
 pub mod request;
 pub mod routes;
 pub mod sampler;
+#[cfg(feature = "sim")]
+pub mod sim;
 pub mod snapshot;
 pub mod switch;
 

@@ -1,0 +1,88 @@
+//! What a simulation run measured: the figures per strategy and a timeline in 100 ms slices.
+
+use serde::Serialize;
+
+/// Length of one timeline slice, in milliseconds.
+pub const SLICE_MS: u64 = 100;
+
+/// The result of simulating one scenario with every strategy on the same arrivals.
+///
+/// Serialised (`--json`) as `{"scenario", "seed", "capacity_rps", "strategies": [{"name", ...}]}`;
+/// the timelines are left out of the JSON and written as CSV instead.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The seed the arrivals and service times were drawn from.
+    pub seed: u64,
+    /// Backend capacity C = workers ÷ mean service time, in requests per second.
+    pub capacity_rps: f64,
+    /// The clients' latency objective, in milliseconds.
+    pub slo_ms: f64,
+    /// One entry per strategy, in the order they ran.
+    pub strategies: Vec<StrategyReport>,
+}
+
+/// The figures of one strategy.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StrategyReport {
+    /// The strategy's name: `unprotected`, `token-bucket`, `concurrency-limit`, `sluicegate`, ...
+    pub name: String,
+    /// Successful responses (admitted and answered before the client timeout) during the phases whose
+    /// load is ≥ 1, divided by C × their total duration.
+    pub goodput_ratio: f64,
+    /// Share of offered urgent requests answered in time (retries of one request count as one).
+    pub urgent_success: f64,
+    /// Share of offered non-urgent requests answered in time.
+    pub non_urgent_success: f64,
+    /// Median time from arrival to answer of the requests answered in time (token wait included).
+    pub p50_ms: Option<f64>,
+    /// 99th percentile of the same.
+    pub p99_ms: Option<f64>,
+    /// Share of backend busy time spent on answers nobody waited for any more (client timed out).
+    pub wasted_work: f64,
+    /// How many times the strategy's switch turned on or off (0 for strategies without one).
+    pub switch_flips: u64,
+    /// Time from the first overload onset (a phase with load > 1 begins) to the strategy's first
+    /// protective act (a refusal or a wait); `None` if it never acted or there is no overload.
+    pub reaction_ms: Option<f64>,
+    /// Time from the end of the last overload phase until the strategy stops refusing and its switch is
+    /// off (for good); `None` if it never recovered before the run ended or there is no overload.
+    pub recovery_ms: Option<f64>,
+    /// Highest backend memory use ÷ memory limit seen.
+    pub peak_memory_ratio: f64,
+    /// The run in 100 ms slices (not part of the JSON).
+    #[serde(skip)]
+    pub timeline: Vec<TimelineSample>,
+}
+
+/// One 100 ms slice of a strategy's run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TimelineSample {
+    /// Start of the slice, milliseconds since the run began.
+    pub t_ms: u64,
+    /// The offered load at that time, as a multiple of capacity.
+    pub load: f64,
+    /// Urgent requests that arrived (retries included).
+    pub offered_urgent: u32,
+    /// Non-urgent requests that arrived (retries included).
+    pub offered_non_urgent: u32,
+    /// Urgent requests answered in time.
+    pub answered_urgent: u32,
+    /// Non-urgent requests answered in time.
+    pub answered_non_urgent: u32,
+    /// Requests refused by the strategy.
+    pub refused: u32,
+    /// Requests given up by their client (answered too late, or abandoned while queued or waiting).
+    pub timed_out: u32,
+    /// Requests in the backend (in service or in its queue) at the end of the slice.
+    pub in_flight: u32,
+    /// Requests waiting for a token at the end of the slice.
+    pub waiting: u32,
+    /// Mean arrival-to-answer latency of the requests answered in time in the slice.
+    pub mean_latency_ms: Option<f64>,
+    /// Whether the strategy's switch was on at the end of the slice (always false without a switch).
+    pub switch_on: bool,
+    /// Backend memory use ÷ limit at the end of the slice.
+    pub memory_ratio: f64,
+}
