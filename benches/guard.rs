@@ -44,6 +44,8 @@ use std::time::{Duration, Instant, SystemTime};
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion};
 use governor::{clock::MonotonicClock as GovernorStdClock, Quota, RateLimiter};
 use sluicegate::bucket::{Bucket, BucketParams};
+#[cfg(feature = "quanta")]
+use sluicegate::clock::QuantaClock;
 use sluicegate::clock::{Clock, MonotonicClock};
 use sluicegate::{Config, Gate, RejectReason, Request, SwitchMode};
 use tokio::sync::Semaphore;
@@ -103,6 +105,29 @@ fn gate_refused_rate() -> Gate {
         "expected a rate refusal, got {refused:?}"
     );
     gate
+}
+
+/// The switch-off and switch-on gates again, on the TSC clock governor uses by default: the same
+/// clock on both sides of the comparison.
+#[cfg(feature = "quanta")]
+fn quanta_gates() -> (Gate<QuantaClock>, Gate<QuantaClock>) {
+    let off = Gate::builder(Config::default())
+        .clock(QuantaClock::new())
+        .build()
+        .expect("default config is valid");
+    let mut config = Config::default();
+    config.gate.max_qps = 1e12;
+    config.gate.burst = Duration::from_secs(1);
+    let on = Gate::builder(config)
+        .clock(QuantaClock::new())
+        .build()
+        .expect("valid config");
+    on.set_switch(SwitchMode::ForceOn);
+    assert!(
+        on.try_acquire(&request()).is_ok(),
+        "a token must be available"
+    );
+    (off, on)
 }
 
 /// `max_in_flight = 1` (and `max_running = 1`, which the validator requires): while the caller
@@ -248,6 +273,38 @@ fn contenders(c: &mut Criterion, name: &str, threads: usize) {
     drop(held);
     drop(gate);
 
+    #[cfg(feature = "quanta")]
+    {
+        let (off, on) = quanta_gates();
+        bench_op(
+            &mut group,
+            threads,
+            "sluicegate",
+            "switch_off_quanta",
+            || {
+                drop(black_box(off.try_acquire(black_box(&req))));
+            },
+        );
+        bench_op(
+            &mut group,
+            threads,
+            "sluicegate",
+            "switch_on_token_quanta",
+            || {
+                drop(black_box(on.try_acquire(black_box(&req))));
+            },
+        );
+        assert!(
+            !off.snapshot().switch.on,
+            "the switch turned on during the bench"
+        );
+        assert_eq!(
+            on.snapshot().counters.refused(),
+            0,
+            "a switch-on call was refused"
+        );
+    }
+
     let limiter = governor_default_clock();
     bench_op(
         &mut group,
@@ -278,7 +335,7 @@ fn contenders(c: &mut Criterion, name: &str, threads: usize) {
         bench_op(&mut group, threads, "parts", "clock_now", || {
             black_box(black_box(&clock).now());
         });
-        // The switch-on path loads the settings (an `ArcSwap`) twice: in classify and in draw.
+        // The switch-on path loads the settings (an `ArcSwap`) once.
         let settings = arc_swap::ArcSwap::from_pointee(0_u64);
         bench_op(&mut group, threads, "parts", "arc_swap_load", || {
             black_box(**black_box(&settings).load());
@@ -356,9 +413,11 @@ fn median_from_estimates(json: &str) -> Option<f64> {
 /// The medians table, then the ratios against the targets. Prints nothing when no estimate was
 /// written by this run (`--list`, `--test`, a filter that matched nothing, `--discard-baseline`).
 fn ratios(_: &mut Criterion) {
-    const BENCHES: [&str; 11] = [
+    const BENCHES: [&str; 13] = [
         "sluicegate/switch_off",
         "sluicegate/switch_on_token",
+        "sluicegate/switch_off_quanta",
+        "sluicegate/switch_on_token_quanta",
         "sluicegate/refused_rate",
         "sluicegate/refused_in_flight",
         "governor/check_default_clock",
@@ -370,7 +429,7 @@ fn ratios(_: &mut Criterion) {
         "parts/bucket_try_acquire",
     ];
     // (numerator, denominator, label of the denominator, target)
-    const RATIOS: [(&str, &str, &str, Option<f64>); 8] = [
+    const RATIOS: [(&str, &str, &str, Option<f64>); 10] = [
         (
             "switch_off",
             "governor/check_default_clock",
@@ -394,6 +453,18 @@ fn ratios(_: &mut Criterion) {
             "governor/check_std_clock",
             "governor check (std clock)",
             None,
+        ),
+        (
+            "switch_off_quanta",
+            "governor/check_default_clock",
+            "governor check (both on quanta)",
+            Some(1.5),
+        ),
+        (
+            "switch_on_token_quanta",
+            "governor/check_default_clock",
+            "governor check (both on quanta)",
+            Some(2.0),
         ),
         ("refused_rate", "governor/deny", "governor deny", None),
         ("refused_in_flight", "governor/deny", "governor deny", None),

@@ -32,8 +32,6 @@ pub struct Counters {
     pub failed: u64,
     /// Admitted requests whose future was dropped while the handler ran.
     pub cancelled: u64,
-    /// Requests that reached the token buckets (switch on), refused or not: the demand the switch watches.
-    pub drew_token: u64,
     /// Total time admitted requests spent waiting for their token, in nanoseconds.
     pub wait_nanos: u64,
 }
@@ -68,10 +66,9 @@ pub(crate) enum Event {
     Succeeded,
     Failed,
     Cancelled,
-    DrewToken,
 }
 
-const EVENTS: usize = 10;
+const EVENTS: usize = 9;
 
 #[derive(Debug, Default)]
 struct Stripe {
@@ -154,7 +151,6 @@ impl Stripes {
             succeeded: get(Event::Succeeded),
             failed: get(Event::Failed),
             cancelled: get(Event::Cancelled),
-            drew_token: get(Event::DrewToken),
             wait_nanos,
         }
     }

@@ -354,17 +354,24 @@ impl<C: Clock> Gate<C> {
         if !status.on {
             return inner.enter_unpaced();
         }
-        let mut now = inner.clock.now();
+        let now = inner.clock.now();
         inner.maybe_tick(now);
-        let urgency = match inner.classify_cached(request, now) {
-            Some(u) => u,
+        // The settings guard must not live across an await (the future stays Send).
+        let decided = {
+            let settings = inner.settings.load();
+            inner
+                .classify_cached(&settings, request, now)
+                .map(|urgency| inner.draw(&settings, status, urgency, now))
+        };
+        let admission = match decided {
+            Some(admission) => admission,
             None => {
-                let u = inner.classify_by_lookup(request, now).await;
-                now = inner.clock.now();
-                u
+                let urgency = inner.classify_by_lookup(request, now).await;
+                let now = inner.clock.now();
+                inner.draw(&inner.settings.load(), status, urgency, now)
             }
         };
-        match inner.draw(urgency, now)? {
+        match admission? {
             Admission::Now(permit) => Ok(permit),
             Admission::Wait(ticket) => {
                 if !inner.clock.can_sleep() {
@@ -407,17 +414,18 @@ impl<C: Clock> Gate<C> {
         if !status.on {
             return inner.enter_unpaced().map(Admission::Now);
         }
-        let mut now = inner.clock.now();
+        let now = inner.clock.now();
         inner.maybe_tick(now);
-        let urgency = match inner.classify_cached(request, now) {
-            Some(u) => u,
+        let settings = inner.settings.load();
+        match inner.classify_cached(&settings, request, now) {
+            Some(urgency) => inner.draw(&settings, status, urgency, now),
             None => {
-                let u = inner.classify_by_lookup_blocking(request, now);
-                now = inner.clock.now();
-                u
+                drop(settings);
+                let urgency = inner.classify_by_lookup_blocking(request, now);
+                let now = inner.clock.now();
+                inner.draw(&inner.settings.load(), status, urgency, now)
             }
-        };
-        inner.draw(urgency, now)
+        }
     }
 
     /// The seed's `call(success, fail)`, async: runs `success` if the request is admitted, `fail` with
@@ -782,11 +790,15 @@ impl<C: Clock> Inner<C> {
 
     /// Urgency from the request itself, the route table, the lookup cache or the default; `None` when
     /// the lookup has to be asked.
-    fn classify_cached(&self, request: &Request<'_>, now: Nanos) -> Option<Urgency> {
+    fn classify_cached(
+        &self,
+        settings: &Settings,
+        request: &Request<'_>,
+        now: Nanos,
+    ) -> Option<Urgency> {
         if let Some(u) = request.urgency() {
             return Some(u);
         }
-        let settings = self.settings.load();
         if let Some(u) = settings.routes.classify(request) {
             return Some(u);
         }
@@ -833,10 +845,14 @@ impl<C: Clock> Inner<C> {
     }
 
     /// Draws a token for a request of `urgency` at `now`, with the switch on.
-    fn draw(&self, urgency: Urgency, now: Nanos) -> Result<Admission<'_, C>, Rejection> {
-        let settings = self.settings.load();
-        self.stripes.bump(Event::DrewToken);
-        let split = self.switch.load().split;
+    fn draw(
+        &self,
+        settings: &Settings,
+        status: SwitchStatus,
+        urgency: Urgency,
+        now: Nanos,
+    ) -> Result<Admission<'_, C>, Rejection> {
+        let split = status.split;
         let mut use_urgent = urgency == Urgency::Urgent || !split;
         loop {
             let (bucket, params) = if use_urgent {
@@ -947,7 +963,9 @@ impl<C: Clock> Inner<C> {
             let secs = elapsed as f64 / 1e9;
             let completed = totals.released().saturating_sub(last.released());
             figures.completion_rate = completed as f64 / secs;
-            figures.demand_rate = totals.drew_token.saturating_sub(last.drew_token) as f64 / secs;
+            // Demand: everything that got past the hard ceilings, admitted or refused by a bucket.
+            let asked = |c: &Counters| c.admitted + c.refused_rate + c.refused_waiters;
+            figures.demand_rate = asked(&totals).saturating_sub(asked(&last)) as f64 / secs;
             let waited = totals.waited.saturating_sub(last.waited);
             figures.mean_wait =
                 (waited > 0).then(|| totals.wait_nanos.saturating_sub(last.wait_nanos) / waited);

@@ -29,7 +29,8 @@ pub struct Snapshot {
     pub little_qps: Option<f64>,
     /// Measured completions per second over the last tick.
     pub completion_rate: f64,
-    /// Requests per second that reached the token buckets over the last tick (0 while the switch is off).
+    /// Requests per second that got past the hard ceilings over the last tick, admitted or refused by a
+    /// token bucket: the demand the switch compares with `max_qps` before it turns off.
     pub demand_rate: f64,
     /// Mean time admitted requests waited for their token over the last tick, if any waited.
     pub mean_wait: Option<Duration>,
