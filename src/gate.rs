@@ -147,6 +147,8 @@ struct Inner<C: Clock> {
     monitor: Mutex<Monitor>,
     memory: Arc<MemoryGauge>,
     probe: Option<Arc<dyn MemoryProbe>>,
+    /// The system probe, when the gate built it, so a reload can change its `memory_limit`.
+    system_probe: Option<Arc<SystemMemoryProbe>>,
     probe_thread: Mutex<Option<ProbeThread>>,
     lookup: Option<Arc<dyn UrgencyLookup>>,
 }
@@ -228,11 +230,11 @@ impl<C: Clock> GateBuilder<C> {
         let settings = Settings::new(self.config, None, self.lookup.is_some());
         let memory = Arc::new(MemoryGauge::new());
         let interval = settings.config.sampler.probe_interval;
+        let system_probe = matches!(self.probe, ProbeChoice::System)
+            .then(|| Arc::new(SystemMemoryProbe::new(settings.config.gate.memory_limit)));
         let (probe, background): (Option<Arc<dyn MemoryProbe>>, bool) = match self.probe {
             ProbeChoice::System => (
-                Some(Arc::new(SystemMemoryProbe::new(
-                    settings.config.gate.memory_limit,
-                ))),
+                system_probe.clone().map(|p| -> Arc<dyn MemoryProbe> { p }),
                 true,
             ),
             ProbeChoice::Background(p) => (Some(p), true),
@@ -277,6 +279,7 @@ impl<C: Clock> GateBuilder<C> {
             settings: ArcSwap::from_pointee(settings),
             memory,
             probe,
+            system_probe,
             probe_thread: Mutex::new(probe_thread),
             lookup: self.lookup,
         };
@@ -500,6 +503,9 @@ impl<C: Clock> Gate<C> {
             .store(g.max_memory_ratio.to_bits(), Ordering::Release);
         let mode_changed = g.switch != old.config.gate.switch;
         let mode = g.switch;
+        if let Some(p) = &inner.system_probe {
+            p.set_configured_limit(g.memory_limit);
+        }
         if let Some(t) = inner.probe_thread.lock().as_ref() {
             t.set_interval(settings.config.sampler.probe_interval);
         }

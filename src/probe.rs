@@ -153,7 +153,8 @@ const V1_UNLIMITED: u64 = 1 << 60;
 pub struct SystemMemoryProbe {
     root: PathBuf,
     real_root: bool,
-    configured_limit: Option<u64>,
+    /// The configured limit in bytes, 0 for none; atomic so a config reload can change it.
+    configured_limit: AtomicU64,
     page_size: u64,
     system: Mutex<Option<System>>,
 }
@@ -162,7 +163,7 @@ impl fmt::Debug for SystemMemoryProbe {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SystemMemoryProbe")
             .field("root", &self.root)
-            .field("configured_limit", &self.configured_limit)
+            .field("configured_limit", &self.configured_limit())
             .field("page_size", &self.page_size)
             .finish_non_exhaustive()
     }
@@ -175,6 +176,21 @@ impl SystemMemoryProbe {
     /// smaller of the cgroup limit and physical memory.
     pub fn new(configured_limit: Option<u64>) -> Self {
         Self::with_root("/", configured_limit)
+    }
+
+    /// The configured limit in bytes, if any.
+    pub fn configured_limit(&self) -> Option<u64> {
+        match self.configured_limit.load(Ordering::Relaxed) {
+            0 => None,
+            bytes => Some(bytes),
+        }
+    }
+
+    /// Replaces the configured limit (a config reload changed `memory_limit`); `None` goes back to
+    /// the cgroup or physical limit. `Some(0)` counts as 1 byte, as at construction.
+    pub fn set_configured_limit(&self, limit: Option<u64>) {
+        let bytes = limit.map_or(0, |b| b.max(1));
+        self.configured_limit.store(bytes, Ordering::Relaxed);
     }
 
     /// Same as [`new`](Self::new), but reading `proc/...` and `sys/fs/cgroup/...` below `root` instead of
@@ -192,7 +208,7 @@ impl SystemMemoryProbe {
         Self {
             root,
             real_root,
-            configured_limit,
+            configured_limit: AtomicU64::new(configured_limit.map_or(0, |b| b.max(1))),
             page_size,
             system: Mutex::new(None),
         }
@@ -214,7 +230,7 @@ impl SystemMemoryProbe {
     /// exists but cannot be read or understood (see [`cgroup_memory_limit`]); under the real root, an error
     /// from sysinfo when it is asked instead.
     pub fn limit(&self) -> Result<(u64, LimitSource), ProbeError> {
-        if let Some(configured) = self.configured_limit {
+        if let Some(configured) = self.configured_limit() {
             return Ok((configured.max(1), LimitSource::Configured));
         }
         let cgroup = cgroup_limit_with_source(&self.root)?;

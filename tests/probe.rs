@@ -635,3 +635,17 @@ fn dropped_probe_thread_releases_the_probe_and_reads_no_more() {
         "the thread released the gauge too"
     );
 }
+
+#[test]
+fn configured_limit_can_be_changed_after_construction_for_a_config_reload() {
+    let probe = SystemMemoryProbe::new(Some(1 << 30));
+    assert_eq!(probe.limit().unwrap(), (1 << 30, LimitSource::Configured));
+    probe.set_configured_limit(Some(2 << 30));
+    assert_eq!(probe.configured_limit(), Some(2 << 30));
+    assert_eq!(probe.limit().unwrap(), (2 << 30, LimitSource::Configured));
+    probe.set_configured_limit(None);
+    assert_eq!(probe.configured_limit(), None);
+    if let Ok((_, source)) = probe.limit() {
+        assert_ne!(source, LimitSource::Configured);
+    }
+}
