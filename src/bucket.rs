@@ -77,6 +77,23 @@ impl BucketParams {
         Self::new(rate, capacity)
     }
 
+    /// Rebuilds parameters from [`BucketParams::interval`] and [`BucketParams::tolerance`], e.g. after
+    /// keeping them in atomics.
+    pub fn from_parts(interval: Nanos, tolerance: Nanos) -> Self {
+        let interval = interval.max(1);
+        BucketParams {
+            interval,
+            tolerance,
+            capacity: (tolerance / interval).saturating_add(1),
+        }
+    }
+
+    /// How far ahead of now the bucket's schedule may run with a request still admitted at once:
+    /// `(capacity − 1) × interval` nanoseconds.
+    pub fn tolerance(&self) -> Nanos {
+        self.tolerance
+    }
+
     /// Nanoseconds between two tokens.
     pub fn interval(&self) -> Nanos {
         self.interval

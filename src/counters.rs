@@ -1,13 +1,16 @@
 //! What the gate has done, counted without a shared hot spot.
 //!
 //! Every request bumps a few counters. One shared atomic per counter would make every core fight for
-//! the same cache line on every request, the cost that makes many limiters slow down as cores are
-//! added. Counters are therefore striped (as Java's `LongAdder`): each thread adds to one of several
-//! cache-line-padded stripes, picked from the address of a thread-local, and readers sum the stripes.
+//! the same cache line on every request, and even uncontended, a locked read-modify-write costs
+//! several nanoseconds. Counters are therefore kept per thread (the `thread_local` crate's
+//! `ThreadLocal`, which readers can iterate): each thread is the only writer of its own cache-padded
+//! slot, so a bump is a plain load and store, and readers sum the slots. A slot outlives its thread
+//! (a new thread may take it over), so totals never lose counts.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
+use thread_local::ThreadLocal;
 
 /// Totals of everything the gate has counted since it was built (reloads keep them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -77,55 +80,48 @@ struct Stripe {
     wait_nanos: AtomicU64,
 }
 
-/// The striped counters.
-#[derive(Debug)]
-pub(crate) struct Stripes {
-    stripes: Box<[CachePadded<Stripe>]>,
-    mask: usize,
+/// Adds `n` to a counter only the current thread writes: no locked instruction needed.
+#[inline]
+fn add(counter: &AtomicU64, n: u64) -> u64 {
+    let before = counter.load(Ordering::Relaxed);
+    counter.store(before.wrapping_add(n), Ordering::Relaxed);
+    before
 }
 
-thread_local! {
-    // Only its address matters: distinct for each live thread, free to take.
-    static STRIPE_KEY: u8 = const { 0 };
+/// The per-thread counters.
+#[derive(Debug, Default)]
+pub(crate) struct Stripes {
+    stripes: ThreadLocal<CachePadded<Stripe>>,
 }
 
 impl Stripes {
     pub(crate) fn new() -> Self {
-        let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
-        let n = (cores * 2).next_power_of_two().clamp(2, 64);
-        Stripes {
-            stripes: (0..n)
-                .map(|_| CachePadded::new(Stripe::default()))
-                .collect(),
-            mask: n - 1,
-        }
+        Self::default()
     }
 
+    /// This thread's slot. The first call on a thread allocates it, once per thread and gate.
     #[inline]
     fn mine(&self) -> &Stripe {
-        let addr = STRIPE_KEY.with(|k| k as *const u8 as usize);
-        // Thread-locals of different threads sit at least a page apart; mix the bits above that.
-        let h = (addr >> 12) ^ (addr >> 20);
-        &self.stripes[h & self.mask]
+        self.stripes.get_or_default()
     }
 
-    /// Counts an admission and returns this stripe's admission count before it, which the gate uses to
-    /// decide deterministically which calls to time.
+    /// Counts an admission and returns this thread's admission count before it, which the gate uses
+    /// to decide deterministically which calls to time.
     #[inline]
     pub(crate) fn admit(&self) -> u64 {
-        self.mine().admitted.fetch_add(1, Ordering::Relaxed)
+        add(&self.mine().admitted, 1)
     }
 
     #[inline]
     pub(crate) fn bump(&self, event: Event) {
-        self.mine().events[event as usize].fetch_add(1, Ordering::Relaxed);
+        add(&self.mine().events[event as usize], 1);
     }
 
     #[inline]
     pub(crate) fn add_wait(&self, nanos: u64) {
         let s = self.mine();
-        s.events[Event::Waited as usize].fetch_add(1, Ordering::Relaxed);
-        s.wait_nanos.fetch_add(nanos, Ordering::Relaxed);
+        add(&s.events[Event::Waited as usize], 1);
+        add(&s.wait_nanos, nanos);
     }
 
     pub(crate) fn totals(&self) -> Counters {
@@ -133,6 +129,7 @@ impl Stripes {
         let mut admitted = 0u64;
         let mut wait_nanos = 0u64;
         for s in self.stripes.iter() {
+            let s: &Stripe = s;
             admitted = admitted.wrapping_add(s.admitted.load(Ordering::Relaxed));
             wait_nanos = wait_nanos.wrapping_add(s.wait_nanos.load(Ordering::Relaxed));
             for (acc, c) in sum.iter_mut().zip(s.events.iter()) {

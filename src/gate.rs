@@ -32,7 +32,7 @@
 //!   refuse: the non-urgent trickle may refuse non-urgent requests long after the flood, although
 //!   the whole demand would now fit.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -93,12 +93,78 @@ impl<C: Clock> std::fmt::Debug for Gate<C> {
 
 /// Limits the request path reads, kept as plain atomics so that reading them costs a load, not a
 /// reference count.
-#[derive(Debug)]
+///
+/// A reload stores them one by one, so a request racing with a reload may see some old and some new
+/// values; each is valid on its own, and the next request sees the new config whole.
+#[derive(Debug, Default)]
 struct HotLimits {
     max_in_flight: AtomicU64,
     max_memory_ratio: AtomicU64,
     /// Calls whose stripe sequence number has none of these bits set are timed.
     sample_mask: AtomicU64,
+    urgent_interval: AtomicU64,
+    urgent_tolerance: AtomicU64,
+    non_urgent_interval: AtomicU64,
+    non_urgent_tolerance: AtomicU64,
+    request_timeout: AtomicU64,
+    max_waiters: AtomicU64,
+    /// The urgency of a request without an explicit one when no route table and no lookup can tell
+    /// otherwise; [`NEEDS_SETTINGS`] when they can.
+    implicit_urgency: AtomicU8,
+}
+
+const NEEDS_SETTINGS: u8 = 0;
+const IMPLICIT_URGENT: u8 = 1;
+const IMPLICIT_NON_URGENT: u8 = 2;
+
+impl HotLimits {
+    fn store(&self, settings: &Settings, has_lookup: bool) {
+        let g = &settings.config.gate;
+        let r = Ordering::Release;
+        self.max_in_flight.store(g.max_in_flight, r);
+        self.max_memory_ratio.store(g.max_memory_ratio.to_bits(), r);
+        self.urgent_interval.store(settings.urgent.interval(), r);
+        self.urgent_tolerance.store(settings.urgent.tolerance(), r);
+        self.non_urgent_interval
+            .store(settings.non_urgent.interval(), r);
+        self.non_urgent_tolerance
+            .store(settings.non_urgent.tolerance(), r);
+        self.request_timeout.store(settings.request_timeout, r);
+        self.max_waiters.store(g.max_waiters, r);
+        let implicit = if has_lookup || !settings.routes.is_empty() {
+            NEEDS_SETTINGS
+        } else {
+            match settings.config.routes.default_urgency {
+                Urgency::Urgent => IMPLICIT_URGENT,
+                Urgency::NonUrgent => IMPLICIT_NON_URGENT,
+            }
+        };
+        self.implicit_urgency.store(implicit, r);
+    }
+
+    #[inline]
+    fn bucket(&self, urgent: bool) -> BucketParams {
+        let a = Ordering::Acquire;
+        if urgent {
+            BucketParams::from_parts(self.urgent_interval.load(a), self.urgent_tolerance.load(a))
+        } else {
+            BucketParams::from_parts(
+                self.non_urgent_interval.load(a),
+                self.non_urgent_tolerance.load(a),
+            )
+        }
+    }
+
+    /// The urgency every request without an explicit one gets, if nothing configured can say
+    /// otherwise.
+    #[inline]
+    fn implicit_urgency(&self) -> Option<Urgency> {
+        match self.implicit_urgency.load(Ordering::Acquire) {
+            IMPLICIT_URGENT => Some(Urgency::Urgent),
+            IMPLICIT_NON_URGENT => Some(Urgency::NonUrgent),
+            _ => None,
+        }
+    }
 }
 
 /// Everything derived from a config, swapped as one on reload.
@@ -259,11 +325,7 @@ impl<C: Clock> GateBuilder<C> {
             in_flight: CachePadded::new(AtomicU64::new(0)),
             waiters: CachePadded::new(AtomicU64::new(0)),
             switch: CachePadded::new(SwitchCell::new(gate.switch)),
-            hot: CachePadded::new(HotLimits {
-                max_in_flight: AtomicU64::new(gate.max_in_flight),
-                max_memory_ratio: AtomicU64::new(gate.max_memory_ratio.to_bits()),
-                sample_mask: AtomicU64::new(0),
-            }),
+            hot: CachePadded::new(HotLimits::default()),
             next_tick: CachePadded::new(AtomicU64::new(now.saturating_add(settings.tick))),
             urgent: CachePadded::new(Bucket::new()),
             non_urgent: CachePadded::new(Bucket::new()),
@@ -283,6 +345,9 @@ impl<C: Clock> GateBuilder<C> {
             probe_thread: Mutex::new(probe_thread),
             lookup: self.lookup,
         };
+        inner
+            .hot
+            .store(&inner.settings.load(), inner.lookup.is_some());
         if inner.switch.load().on {
             inner.drain_buckets(now);
         }
@@ -359,19 +424,11 @@ impl<C: Clock> Gate<C> {
         }
         let now = inner.clock.now();
         inner.maybe_tick(now);
-        // The settings guard must not live across an await (the future stays Send).
-        let decided = {
-            let settings = inner.settings.load();
-            inner
-                .classify_cached(&settings, request, now)
-                .map(|urgency| inner.draw(&settings, status, urgency, now))
-        };
-        let admission = match decided {
-            Some(admission) => admission,
+        let admission = match inner.classify_cached(request, now) {
+            Some(urgency) => inner.draw(status, urgency, now),
             None => {
                 let urgency = inner.classify_by_lookup(request, now).await;
-                let now = inner.clock.now();
-                inner.draw(&inner.settings.load(), status, urgency, now)
+                inner.draw(status, urgency, inner.clock.now())
             }
         };
         match admission? {
@@ -419,14 +476,11 @@ impl<C: Clock> Gate<C> {
         }
         let now = inner.clock.now();
         inner.maybe_tick(now);
-        let settings = inner.settings.load();
-        match inner.classify_cached(&settings, request, now) {
-            Some(urgency) => inner.draw(&settings, status, urgency, now),
+        match inner.classify_cached(request, now) {
+            Some(urgency) => inner.draw(status, urgency, now),
             None => {
-                drop(settings);
                 let urgency = inner.classify_by_lookup_blocking(request, now);
-                let now = inner.clock.now();
-                inner.draw(&inner.settings.load(), status, urgency, now)
+                inner.draw(status, urgency, inner.clock.now())
             }
         }
     }
@@ -493,14 +547,7 @@ impl<C: Clock> Gate<C> {
         let old = inner.settings.load_full();
         let settings = Settings::new(config, Some(&old.ring), inner.lookup.is_some());
         let g = &settings.config.gate;
-        inner
-            .hot
-            .max_in_flight
-            .store(g.max_in_flight, Ordering::Release);
-        inner
-            .hot
-            .max_memory_ratio
-            .store(g.max_memory_ratio.to_bits(), Ordering::Release);
+        inner.hot.store(&settings, inner.lookup.is_some());
         let mode_changed = g.switch != old.config.gate.switch;
         let mode = g.switch;
         if let Some(p) = &inner.system_probe {
@@ -796,15 +843,12 @@ impl<C: Clock> Inner<C> {
 
     /// Urgency from the request itself, the route table, the lookup cache or the default; `None` when
     /// the lookup has to be asked.
-    fn classify_cached(
-        &self,
-        settings: &Settings,
-        request: &Request<'_>,
-        now: Nanos,
-    ) -> Option<Urgency> {
-        if let Some(u) = request.urgency() {
+    #[inline]
+    fn classify_cached(&self, request: &Request<'_>, now: Nanos) -> Option<Urgency> {
+        if let Some(u) = request.urgency().or_else(|| self.hot.implicit_urgency()) {
             return Some(u);
         }
+        let settings = self.settings.load();
         if let Some(u) = settings.routes.classify(request) {
             return Some(u);
         }
@@ -853,24 +897,25 @@ impl<C: Clock> Inner<C> {
     /// Draws a token for a request of `urgency` at `now`, with the switch on.
     fn draw(
         &self,
-        settings: &Settings,
         status: SwitchStatus,
         urgency: Urgency,
         now: Nanos,
     ) -> Result<Admission<'_, C>, Rejection> {
         let split = status.split;
         let mut use_urgent = urgency == Urgency::Urgent || !split;
+        let request_timeout = self.hot.request_timeout.load(Ordering::Relaxed);
         loop {
-            let (bucket, params) = if use_urgent {
-                (&*self.urgent, &settings.urgent)
+            let bucket = if use_urgent {
+                &*self.urgent
             } else {
-                (&*self.non_urgent, &settings.non_urgent)
+                &*self.non_urgent
             };
-            match bucket.reserve(now, settings.request_timeout, params) {
+            let params = self.hot.bucket(use_urgent);
+            match bucket.reserve(now, request_timeout, &params) {
                 Ok(r) if r.wait == 0 => return self.enter(Some(now), 0).map(Admission::Now),
                 Ok(r) => {
                     let waiting = self.waiters.fetch_add(1, Ordering::AcqRel);
-                    if waiting >= settings.config.gate.max_waiters {
+                    if waiting >= self.hot.max_waiters.load(Ordering::Relaxed) {
                         self.waiters.fetch_sub(1, Ordering::AcqRel);
                         bucket.cancel(&r);
                         return Err(self.refuse(RejectReason::TooManyWaiters, Some(r.wait)));
@@ -886,6 +931,7 @@ impl<C: Clock> Inner<C> {
                 Err(retry_after) => {
                     if use_urgent && !split {
                         if self.switch.split() {
+                            let settings = self.settings.load();
                             tracing::info!(
                                 target: "sluicegate::switch",
                                 max_qps = settings.config.gate.max_qps,
