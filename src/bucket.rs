@@ -24,10 +24,11 @@
 //! assert_eq!(bucket.try_acquire(t0, &params), Err(100_000_000));
 //! ```
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::clock::Nanos;
+use crate::sync::AtomicU64;
 
 /// A bucket's rate and capacity, in the form the algorithm uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -44,6 +44,7 @@ use crate::bucket::{Bucket, BucketParams, Reservation};
 use crate::clock::{duration_to_nanos, Clock, MonotonicClock, Nanos};
 use crate::config::{Config, ConfigError};
 use crate::counters::{Counters, Event, Stripes};
+use crate::inflight::InFlight;
 use crate::lookup::{LookupCache, UrgencyLookup};
 use crate::probe::{MemoryGauge, MemoryProbe, ProbeThread, SystemMemoryProbe};
 use crate::rejection::{RejectReason, Rejection};
@@ -85,7 +86,7 @@ impl<C: Clock> Clone for Gate<C> {
 impl<C: Clock> std::fmt::Debug for Gate<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gate")
-            .field("in_flight", &self.inner.in_flight.load(Ordering::Relaxed))
+            .field("in_flight", &self.inner.in_flight.current())
             .field("switch", &self.inner.switch.load())
             .finish_non_exhaustive()
     }
@@ -201,7 +202,7 @@ struct Monitor {
 
 struct Inner<C: Clock> {
     clock: C,
-    in_flight: CachePadded<AtomicU64>,
+    in_flight: CachePadded<InFlight>,
     waiters: CachePadded<AtomicU64>,
     switch: CachePadded<SwitchCell>,
     hot: CachePadded<HotLimits>,
@@ -322,7 +323,7 @@ impl<C: Clock> GateBuilder<C> {
         let gate = &settings.config.gate;
         let inner = Inner {
             clock: self.clock,
-            in_flight: CachePadded::new(AtomicU64::new(0)),
+            in_flight: CachePadded::new(InFlight::new()),
             waiters: CachePadded::new(AtomicU64::new(0)),
             switch: CachePadded::new(SwitchCell::new(gate.switch)),
             hot: CachePadded::new(HotLimits::default()),
@@ -589,7 +590,7 @@ impl<C: Clock> Gate<C> {
         let figures = monitor.figures;
         let [p50, p99] = monitor.percentiles.quantiles([0.5, 0.99]);
         drop(monitor);
-        let in_flight = inner.in_flight.load(Ordering::Acquire);
+        let in_flight = inner.in_flight.current();
         Snapshot {
             at: Duration::from_nanos(now),
             in_flight,
@@ -782,8 +783,7 @@ impl<C: Clock> Inner<C> {
                 return Err(self.refuse(RejectReason::MemoryCeiling, None));
             }
         }
-        if self.in_flight.load(Ordering::Relaxed) >= self.hot.max_in_flight.load(Ordering::Relaxed)
-        {
+        if self.in_flight.current() >= self.hot.max_in_flight.load(Ordering::Relaxed) {
             return Err(self.refuse(RejectReason::InFlightCeiling, None));
         }
         Ok(self.switch.load())
@@ -800,12 +800,7 @@ impl<C: Clock> Inner<C> {
     #[inline]
     fn enter(&self, now: Option<Nanos>, waited: Nanos) -> Result<Permit<'_, C>, Rejection> {
         let max = self.hot.max_in_flight.load(Ordering::Relaxed);
-        let taken = self
-            .in_flight
-            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
-                (n < max).then_some(n + 1)
-            });
-        if taken.is_err() {
+        if !self.in_flight.try_enter(max) {
             return Err(self.refuse(RejectReason::InFlightCeiling, None));
         }
         let seq = self.stripes.admit();
@@ -826,7 +821,7 @@ impl<C: Clock> Inner<C> {
 
     #[inline]
     fn release(&self, started: Nanos, outcome: Outcome) {
-        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.in_flight.leave();
         self.stripes.bump(match outcome {
             Outcome::Succeeded => Event::Succeeded,
             Outcome::Failed => Event::Failed,
@@ -1040,7 +1035,7 @@ impl<C: Clock> Inner<C> {
 
     fn evaluate_switch(&self, settings: &Settings, figures: &Figures, now: Nanos) {
         let g = &settings.config.gate;
-        let in_flight = self.in_flight.load(Ordering::Acquire);
+        let in_flight = self.in_flight.current();
         let max_latency = duration_to_nanos(g.max_avg_latency);
         let status = self.switch.load();
         let tmean_ms = figures.trimmed_mean.map(|t| t as f64 / 1e6);

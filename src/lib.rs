@@ -78,6 +78,7 @@ pub mod clock;
 pub mod config;
 pub mod counters;
 pub mod gate;
+pub mod inflight;
 pub mod lookup;
 pub mod probe;
 pub mod rejection;
@@ -88,6 +89,7 @@ pub mod sampler;
 pub mod sim;
 pub mod snapshot;
 pub mod switch;
+mod sync;
 
 pub use config::{Config, ConfigError};
 pub use gate::{Admission, Gate, GateBuilder, Permit, Ticket};

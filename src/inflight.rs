@@ -1,0 +1,56 @@
+//! The in-flight counter and its hard ceiling.
+//!
+//! One shared atomic is unavoidable for an exact ceiling: a request takes a slot with a
+//! compare-and-swap that refuses at the ceiling (so the count never exceeds it, even for a moment, and
+//! a refused request leaves no trace), and gives it back with one decrement.
+//!
+//! ```
+//! use sluicegate::inflight::InFlight;
+//!
+//! let in_flight = InFlight::new();
+//! assert!(in_flight.try_enter(1));
+//! assert!(!in_flight.try_enter(1)); // at the ceiling
+//! in_flight.leave();
+//! assert_eq!(in_flight.current(), 0);
+//! ```
+
+use std::sync::atomic::Ordering;
+
+use crate::sync::AtomicU64;
+
+/// Requests admitted and not yet released.
+#[derive(Debug, Default)]
+pub struct InFlight {
+    count: AtomicU64,
+}
+
+impl InFlight {
+    /// No request in flight.
+    pub fn new() -> Self {
+        InFlight {
+            count: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes a slot if fewer than `max` are taken; returns whether it did.
+    #[inline]
+    pub fn try_enter(&self, max: u64) -> bool {
+        self.count
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Gives a slot back. Call exactly once per successful [`InFlight::try_enter`].
+    #[inline]
+    pub fn leave(&self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// How many slots are taken.
+    #[inline]
+    pub fn current(&self) -> u64 {
+        self.count.load(Ordering::Acquire)
+    }
+}
