@@ -121,6 +121,8 @@ pub struct Reservation {
 #[derive(Debug, Default)]
 pub struct Bucket {
     tat: AtomicU64,
+    /// The latest `now` a refusal or a hand-back saw (see [`Bucket::cancel`]).
+    seen: AtomicU64,
 }
 
 impl Bucket {
@@ -128,6 +130,7 @@ impl Bucket {
     pub fn new() -> Self {
         Bucket {
             tat: AtomicU64::new(0),
+            seen: AtomicU64::new(0),
         }
     }
 
@@ -139,6 +142,9 @@ impl Bucket {
 
     /// Reserves the next token if it will exist within `max_wait` of `now`. On refusal, returns the
     /// shortest delay after which the same call would succeed (if nobody else takes tokens meanwhile).
+    /// A schedule that reaches the end of 64-bit time (a rate so low, or a clock so late, that the
+    /// next token cannot be represented) admits that one last request and then refuses for good,
+    /// rather than saturate and admit without limit.
     #[inline]
     pub fn reserve(
         &self,
@@ -151,7 +157,14 @@ impl Bucket {
             let conforms_at = tat.saturating_sub(params.tolerance);
             let wait = conforms_at.saturating_sub(now);
             if wait > max_wait {
+                // Remember the latest time a refusal saw: a reservation handed back later must not
+                // reopen a slot that time has passed, even if the clock has gone back meanwhile.
+                self.seen.fetch_max(now, Ordering::AcqRel);
                 return Err(wait - max_wait);
+            }
+            // A schedule that has run into the end of 64-bit time is exhausted: no more tokens.
+            if tat == u64::MAX {
+                return Err((u64::MAX - now).max(1));
             }
             // A clock that went backwards reads as "no time has passed": max() keeps the later TAT.
             let after = tat.max(now).saturating_add(params.interval);
@@ -175,11 +188,17 @@ impl Bucket {
     /// handing back a token that later reservations were scheduled behind would let two of them share
     /// one slot, so in that case the token is left unused (erring on the side of protecting the
     /// service). Returns whether the token was returned.
-    pub fn cancel(&self, reservation: &Reservation) -> bool {
+    ///
+    /// `now` is the time of the hand-back. The schedule is never rolled back to before the latest
+    /// time the bucket has seen a caller give up or be refused, so a clock that has gone backwards
+    /// meanwhile cannot reopen a slot that time has already passed.
+    pub fn cancel(&self, reservation: &Reservation, now: Nanos) -> bool {
+        let seen = self.seen.fetch_max(now, Ordering::AcqRel).max(now);
+        let restored = reservation.before.max(seen).min(reservation.after);
         self.tat
             .compare_exchange(
                 reservation.after,
-                reservation.before,
+                restored,
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             )

@@ -10,9 +10,10 @@
 //! 2. Switch off: admitted. Nothing else happens; classification is skipped because urgency matters
 //!    only while the switch is on.
 //! 3. Switch on: the request is classified, then draws a token from its bucket. At first every request
-//!    draws from the urgent bucket (`max_qps`). Once the urgent bucket cannot serve a request within
-//!    `request_timeout`, non-urgent requests move to their own bucket (`non_urgent_qps`) until the
-//!    switch goes off. A token that will exist within `request_timeout` is reserved and the request
+//!    draws from the urgent bucket (`max_qps`). Once the urgent bucket cannot serve a request in
+//!    time (its next token is further than `request_timeout` away, or `max_waiters` are already
+//!    waiting), non-urgent requests move to their own bucket (`non_urgent_qps`) until the switch
+//!    goes off. A token that will exist within `request_timeout` is reserved and the request
 //!    waits exactly until then, unless `max_waiters` are already waiting; otherwise it is refused at
 //!    once with `retry_after`.
 //! 4. The admitted request holds a [`Permit`]; releasing it (on return, error, panic or cancellation)
@@ -24,7 +25,8 @@
 //!   seed's rule). Without a valid trimmed mean (fewer than `min_samples` latencies) it stays off; the
 //!   hard ceilings still protect.
 //! * **Off** only when all three hold at a tick: in-flight < `max_running`; the trimmed mean <
-//!   `max_avg_latency` (or not valid); and the rate of requests that reached the buckets since the
+//!   `max_avg_latency` (or not valid, or the service is idle: nothing in flight and nothing completed
+//!   since the previous tick, since old latencies can only be refreshed by traffic); and the rate of requests that reached the buckets since the
 //!   last tick (urgent and non-urgent, admitted or not) is no more than `max_qps`, the rate the service
 //!   is configured to sustain. The last one is what keeps the switch from flapping: throttling makes
 //!   in-flight and latency look healthy, but as long as demand exceeds what the service may be given,
@@ -183,6 +185,8 @@ struct Settings {
 /// What one tick of the sampler worked out.
 #[derive(Debug, Clone, Copy, Default)]
 struct Figures {
+    /// Nothing completed since the previous tick.
+    nothing_completed: bool,
     trimmed_mean: Option<Nanos>,
     samples: usize,
     completion_rate: f64,
@@ -746,7 +750,7 @@ impl<'g, C: Clock> Ticket<'g, C> {
         } else {
             &self.inner.non_urgent
         };
-        bucket.cancel(&self.reservation);
+        bucket.cancel(&self.reservation, self.inner.clock.now());
     }
 }
 
@@ -906,43 +910,46 @@ impl<C: Clock> Inner<C> {
                 &*self.non_urgent
             };
             let params = self.hot.bucket(use_urgent);
-            match bucket.reserve(now, request_timeout, &params) {
+            let (reason, retry_after) = match bucket.reserve(now, request_timeout, &params) {
                 Ok(r) if r.wait == 0 => return self.enter(Some(now), 0).map(Admission::Now),
                 Ok(r) => {
                     let waiting = self.waiters.fetch_add(1, Ordering::AcqRel);
-                    if waiting >= self.hot.max_waiters.load(Ordering::Relaxed) {
-                        self.waiters.fetch_sub(1, Ordering::AcqRel);
-                        bucket.cancel(&r);
-                        return Err(self.refuse(RejectReason::TooManyWaiters, Some(r.wait)));
+                    if waiting < self.hot.max_waiters.load(Ordering::Relaxed) {
+                        return Ok(Admission::Wait(Ticket {
+                            inner: self,
+                            reservation: r,
+                            urgent_bucket: use_urgent,
+                            until: now.saturating_add(r.wait),
+                            done: false,
+                        }));
                     }
-                    return Ok(Admission::Wait(Ticket {
-                        inner: self,
-                        reservation: r,
-                        urgent_bucket: use_urgent,
-                        until: now.saturating_add(r.wait),
-                        done: false,
-                    }));
+                    self.waiters.fetch_sub(1, Ordering::AcqRel);
+                    bucket.cancel(&r, now);
+                    (RejectReason::TooManyWaiters, r.wait)
                 }
-                Err(retry_after) => {
-                    if use_urgent && !split {
-                        if self.switch.split() {
-                            let settings = self.settings.load();
-                            tracing::info!(
-                                target: "sluicegate::switch",
-                                max_qps = settings.config.gate.max_qps,
-                                non_urgent_qps = settings.config.gate.non_urgent_qps,
-                                "urgent bucket exhausted: non-urgent requests move to their own bucket"
-                            );
-                            self.non_urgent.drain(now, &settings.non_urgent);
-                        }
-                        if urgency == Urgency::NonUrgent {
-                            use_urgent = false;
-                            continue;
-                        }
-                    }
-                    return Err(self.refuse(RejectReason::RateLimited, Some(retry_after)));
+                Err(retry_after) => (RejectReason::RateLimited, retry_after),
+            };
+            // The urgent bucket cannot serve this request in time (its token is too far away, or
+            // too many are already waiting for one): the seed's signal to give non-urgent requests
+            // a bucket of their own.
+            if use_urgent && !split {
+                if self.switch.split() {
+                    let settings = self.settings.load();
+                    tracing::info!(
+                        target: "sluicegate::switch",
+                        max_qps = settings.config.gate.max_qps,
+                        non_urgent_qps = settings.config.gate.non_urgent_qps,
+                        cause = reason.as_str(),
+                        "urgent bucket exhausted: non-urgent requests move to their own bucket"
+                    );
+                    self.non_urgent.drain(now, &settings.non_urgent);
+                }
+                if urgency == Urgency::NonUrgent {
+                    use_urgent = false;
+                    continue;
                 }
             }
+            return Err(self.refuse(reason, Some(retry_after)));
         }
     }
 
@@ -1009,6 +1016,7 @@ impl<C: Clock> Inner<C> {
         if elapsed > 0 {
             let secs = elapsed as f64 / 1e9;
             let completed = totals.released().saturating_sub(last.released());
+            figures.nothing_completed = completed == 0;
             figures.completion_rate = completed as f64 / secs;
             // Demand: everything that got past the hard ceilings, admitted or refused by a bucket.
             let asked = |c: &Counters| c.admitted + c.refused_rate + c.refused_waiters;
@@ -1058,8 +1066,11 @@ impl<C: Clock> Inner<C> {
                 }
             }
         } else {
-            let calm =
-                in_flight < g.max_running && figures.trimmed_mean.is_none_or(|t| t < max_latency);
+            // An idle service (nothing in flight, nothing completed since the last tick) is calm
+            // whatever its last latencies were: they can only be refreshed by traffic.
+            let idle = in_flight == 0 && figures.nothing_completed;
+            let calm = in_flight < g.max_running
+                && (idle || figures.trimmed_mean.is_none_or(|t| t < max_latency));
             let demand_fits = figures.demand_rate <= g.max_qps;
             if calm && demand_fits {
                 self.switch.set_auto(false);

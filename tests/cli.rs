@@ -63,3 +63,114 @@ fn default_config_prints_the_shipped_file() {
     assert_eq!(code, 0);
     assert_eq!(stdout, sluicegate::Config::default_toml());
 }
+
+const TINY_SCENARIO: &str = r#"
+name = "tiny-flood"
+seed = 7
+[backend]
+workers = 4
+service_time = "10ms"
+congestion = 1.0
+[clients]
+timeout = "500ms"
+slo = "200ms"
+[[phase]]
+duration = "1s"
+load = 0.5
+[[phase]]
+duration = "2s"
+load = 4.0
+[[phase]]
+duration = "1s"
+load = 0.5
+[gate]
+max_running = 4
+max_avg_latency = "25ms"
+max_qps = 400
+non_urgent_qps = 40
+request_timeout = "200ms"
+max_in_flight = 16
+[sampler]
+window = 20
+min_samples = 10
+tick = "50ms"
+"#;
+
+fn tiny_scenario_file(dir: &tempfile::TempDir) -> String {
+    let path = dir.path().join("tiny.toml");
+    std::fs::write(&path, TINY_SCENARIO).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn simulate_prints_a_table_with_every_strategy() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = tiny_scenario_file(&dir);
+    let (code, stdout, stderr) = sluicegate(&["simulate", "--scenario", &file]);
+    assert_eq!(code, 0, "{stderr}");
+    for name in [
+        "unprotected",
+        "token-bucket",
+        "concurrency-limit",
+        "sluicegate",
+    ] {
+        assert!(stdout.contains(name), "{name} missing from\n{stdout}");
+    }
+    assert!(stdout.contains("tiny-flood"));
+}
+
+#[test]
+fn simulate_json_is_the_same_for_the_same_seed_and_differs_for_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = tiny_scenario_file(&dir);
+    let (code, first, stderr) = sluicegate(&["simulate", "--scenario", &file, "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (_, second, _) = sluicegate(&["simulate", "--scenario", &file, "--json"]);
+    assert_eq!(first, second, "same seed, same bytes");
+    let (_, other, _) = sluicegate(&["simulate", "--scenario", &file, "--json", "--seed", "8"]);
+    assert_ne!(first, other);
+    assert!(first.contains("\"capacity_rps\": 400.0"), "{first}");
+}
+
+#[test]
+fn simulate_out_writes_json_csv_and_html() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = tiny_scenario_file(&dir);
+    let out = dir.path().join("report");
+    let (code, _, stderr) = sluicegate(&[
+        "simulate",
+        "--scenario",
+        &file,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    for name in ["report.json", "timeline.csv", "report.html"] {
+        let text = std::fs::read_to_string(out.join(name)).unwrap();
+        assert!(!text.is_empty(), "{name} is empty");
+    }
+}
+
+#[test]
+fn simulate_with_an_unknown_scenario_lists_the_built_in_ones_and_exits_2() {
+    let (code, _, stderr) = sluicegate(&["simulate", "--scenario", "no-such-scenario"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("flash-crowd"), "{stderr}");
+}
+
+#[test]
+fn simulate_with_an_invalid_base_config_names_the_key_and_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = tiny_scenario_file(&dir);
+    let config = dir.path().join("bad.toml");
+    std::fs::write(&config, "[gate]\nmax_qsp = 5\n").unwrap();
+    let (code, _, stderr) = sluicegate(&[
+        "simulate",
+        "--scenario",
+        &file,
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("max_qsp"), "{stderr}");
+}

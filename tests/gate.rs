@@ -817,3 +817,45 @@ fn switch_flips_are_counted() {
     gate.set_switch(SwitchMode::Auto);
     assert_eq!(gate.snapshot().switch_flips, 2);
 }
+
+#[test]
+fn switch_turns_off_when_the_service_goes_idle_even_with_slow_latencies_in_the_window() {
+    let (gate, clock, _) = gate_with(small_config());
+    drop(overload(&gate, &clock)); // the window holds 150 ms latencies; nothing in flight
+    clock.advance(ms(100));
+    gate.snapshot(); // a tick with the last completions in it
+    clock.advance(ms(100));
+    let s = gate.snapshot(); // a tick with nothing in flight and nothing completed
+    assert!(
+        !s.switch.on,
+        "an idle service must not keep the switch on: {s:?}"
+    );
+    assert_eq!(
+        s.trimmed_mean,
+        Some(ms(150)),
+        "the old latencies are still in the window"
+    );
+}
+
+#[test]
+fn non_urgent_requests_move_to_their_own_bucket_when_waiters_fill_before_the_timeout() {
+    let mut config = small_config(); // 100/s, request_timeout 500 ms: up to 50 tokens ahead
+    config.gate.max_waiters = 3;
+    config.routes.non_urgent = vec!["/report*".into()];
+    let (gate, _clock, _) = gate_with(config);
+    gate.set_switch(SwitchMode::ForceOn);
+    let urgent = Request::url("/pay");
+    let _now = gate.try_acquire(&urgent).unwrap();
+    let tickets: Vec<_> = (0..3)
+        .map(|_| match gate.begin(&urgent).unwrap() {
+            sluicegate::Admission::Wait(t) => t,
+            other => panic!("expected a ticket, got {other:?}"),
+        })
+        .collect();
+    assert!(!gate.snapshot().switch.split);
+    // Waiters are full though the urgent bucket's horizon (40 ms) is within the timeout: the urgent
+    // bucket cannot serve in time, so the non-urgent request moves to its own bucket and is admitted.
+    assert!(gate.try_acquire(&Request::url("/report/x")).is_ok());
+    assert!(gate.snapshot().switch.split);
+    drop(tickets);
+}

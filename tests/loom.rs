@@ -65,7 +65,7 @@ fn a_cancelled_reservation_never_takes_another_reservation_with_it() {
             let bucket = Arc::clone(&bucket);
             thread::spawn(move || {
                 let r = bucket.reserve(now, u64::MAX, &params).unwrap();
-                bucket.cancel(&r)
+                bucket.cancel(&r, now)
             })
         };
         let keeping = {

@@ -86,3 +86,10 @@ pub struct TimelineSample {
     /// Backend memory use ÷ limit at the end of the slice.
     pub memory_ratio: f64,
 }
+
+impl Report {
+    /// The figures of the strategy called `name`, if it ran.
+    pub fn strategy(&self, name: &str) -> Option<&StrategyReport> {
+        self.strategies.iter().find(|s| s.name == name)
+    }
+}

@@ -1,0 +1,160 @@
+//! Helpers of `tests/invariants.rs`: the documented bucket figures and an exact, O(n log n) check of
+//! the admission bound.
+#![allow(dead_code, unreachable_pub)]
+
+use std::time::Duration;
+
+use proptest::test_runner::{Config as ProptestConfig, RngSeed, TestCaseError};
+
+/// `cases` cases on a fixed seed (reproducible), unless `PROPTEST_RNG_SEED` asks for another.
+pub fn proptest_config(cases: u32) -> ProptestConfig {
+    let mut config = ProptestConfig::with_cases(cases);
+    if std::env::var_os("PROPTEST_RNG_SEED").is_none() {
+        config.rng_seed = RngSeed::Fixed(0x51u64 << 56 | 0x00c0_ffee);
+    }
+    config
+}
+
+/// The documented interval of a bucket at `rate` tokens/s: `T = ceil(1e9 / rate)` ns, at least 1;
+/// `u64::MAX` (one token per 584 years) for a rate that is not finite and positive, or too small.
+pub fn documented_interval(rate: f64) -> u64 {
+    if !(rate.is_finite() && rate > 0.0) {
+        return u64::MAX;
+    }
+    let ns = (1e9 / rate).ceil();
+    if ns >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        (ns as u64).max(1)
+    }
+}
+
+/// The documented capacity of a gate bucket: `max(1, floor(rate · burst))`.
+pub fn documented_capacity(rate: f64, burst: Duration) -> u64 {
+    let tokens = (rate * burst.as_secs_f64()).floor();
+    if tokens.is_finite() && tokens >= 1.0 {
+        if tokens >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            tokens as u64
+        }
+    } else {
+        1
+    }
+}
+
+/// A rate of admissions per nanosecond, as an exact fraction `num / den`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slope {
+    pub num: u128,
+    pub den: u128,
+}
+
+/// One admission per `interval` ns: the documented bound `b + d/T`.
+pub fn interval_slope(interval: u64) -> Slope {
+    Slope {
+        num: 1,
+        den: u128::from(interval),
+    }
+}
+
+/// `rate` admissions per second, exactly (an `f64` is a fraction with a power-of-two denominator):
+/// the bound `b + r·d`.
+pub fn rate_slope(rate: f64) -> Slope {
+    assert!(rate.is_finite() && rate > 0.0, "rate {rate}");
+    let bits = rate.to_bits();
+    let exponent = ((bits >> 52) & 0x7ff) as i32;
+    let fraction = bits & ((1u64 << 52) - 1);
+    let (mut mantissa, mut exp) = if exponent == 0 {
+        (fraction, -1074)
+    } else {
+        (fraction | 1u64 << 52, exponent - 1075)
+    };
+    let zeros = mantissa.trailing_zeros();
+    mantissa >>= zeros;
+    exp += zeros as i32;
+    // rate = mantissa · 2^exp tokens per second = mantissa · 2^exp / 1e9 per nanosecond.
+    if exp >= 0 {
+        Slope {
+            num: u128::from(mantissa)
+                .checked_shl(exp as u32)
+                .filter(|n| n >> exp == u128::from(mantissa))
+                .expect("rate too large for an exact slope"),
+            den: 1_000_000_000,
+        }
+    } else {
+        Slope {
+            num: u128::from(mantissa),
+            den: 1_000_000_000u128
+                .checked_shl((-exp) as u32)
+                .filter(|d| d >> (-exp) == 1_000_000_000)
+                .expect("rate too small for an exact slope"),
+        }
+    }
+}
+
+/// The first span that holds more than `burst + slope · span` admissions, as indices `(i, j)` into
+/// `sorted` (admission times in ascending order), or `None`.
+///
+/// For `i ≤ j` the span `[t_i, t_j]` holds at least `j − i + 1` admissions (exactly, with `i` the
+/// first and `j` the last at their times), and the bound is `(j − i + 1 − b)·den ≤ num·(t_j − t_i)`,
+/// i.e. `key(j) + (1 − b)·den ≤ key(i)` with `key(k) = k·den − num·(t_k − t_0)`. Keeping the largest
+/// `key(j)` over `j ≥ i` checks every pair in one pass, exactly (integers only).
+pub fn find_violation(sorted: &[u64], burst: u64, slope: Slope) -> Option<(usize, usize)> {
+    debug_assert!(sorted.windows(2).all(|w| w[0] <= w[1]));
+    let first = *sorted.first()?;
+    let num = i128::try_from(slope.num).expect("slope numerator");
+    let den = i128::try_from(slope.den).expect("slope denominator");
+    let key = |k: usize| -> i128 {
+        let count = (k as i128).checked_mul(den).expect("bound check overflows");
+        let allowed = num
+            .checked_mul(i128::from(sorted[k] - first))
+            .expect("bound check overflows");
+        count - allowed
+    };
+    let shift = (1 - i128::from(burst))
+        .checked_mul(den)
+        .expect("bound check overflows");
+    let mut best: Option<(i128, usize)> = None;
+    for i in (0..sorted.len()).rev() {
+        let k = key(i);
+        if best.is_none_or(|(v, _)| k > v) {
+            best = Some((k, i));
+        }
+        let (v, j) = best.expect("set above");
+        if v.checked_add(shift).expect("bound check overflows") > k {
+            return Some((i, j));
+        }
+    }
+    None
+}
+
+/// Checks the admission bound on `admitted` (times, any order) in both documented forms: at most
+/// `burst + d/T` and at most `burst + rate·d` in every span of length `d`.
+pub fn assert_admission_bound(
+    admitted: &[u64],
+    burst: u64,
+    interval: u64,
+    rate: f64,
+) -> Result<(), TestCaseError> {
+    let mut sorted = admitted.to_vec();
+    sorted.sort_unstable();
+    for (form, slope) in [
+        ("b + d/T", interval_slope(interval)),
+        ("b + r·d", rate_slope(rate)),
+    ] {
+        if let Some((i, j)) = find_violation(&sorted, burst, slope) {
+            // Every admission at the ends' instants is inside the span.
+            let from = sorted[i];
+            let to = sorted[j];
+            let count = sorted.iter().filter(|&&t| from <= t && t <= to).count();
+            return Err(TestCaseError::fail(format!(
+                "{count} admissions in [{from}, {to}] ns (span {} ns) exceed {form} with rate \
+                 {rate}/s, T = {interval} ns, b = {burst} ({} admissions in all)",
+                to - from,
+                sorted.len()
+            )));
+        }
+    }
+    Ok(())
+}
