@@ -290,18 +290,24 @@ fn chart_svg_draws_one_strategy_or_names_the_unknown_one() {
 }
 
 #[test]
-fn write_all_writes_the_three_files() {
+fn write_all_writes_json_csv_html_and_one_chart_per_strategy() {
     let report = report();
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("nested").join("out");
     let paths = render::write_all(&report, &dir).expect("write_all");
+    let mut expected = vec![
+        dir.join("report.json"),
+        dir.join("timeline.csv"),
+        dir.join("report.html"),
+    ];
+    for s in &report.strategies {
+        expected.push(dir.join(format!("offered-{}.svg", s.name)));
+    }
+    assert_eq!(paths, expected);
+    let first = &report.strategies[0].name;
     assert_eq!(
-        paths,
-        vec![
-            dir.join("report.json"),
-            dir.join("timeline.csv"),
-            dir.join("report.html")
-        ]
+        std::fs::read_to_string(dir.join(format!("offered-{first}.svg"))).expect("svg"),
+        render::chart_svg(&report, first).expect("chart")
     );
     let read = |name: &str| std::fs::read_to_string(dir.join(name)).expect(name);
     assert_eq!(read("report.json"), render::json(&report).expect("json"));

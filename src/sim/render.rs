@@ -830,8 +830,9 @@ fn figure_html(out: &mut String, svg: &str) {
 // Files
 // ---------------------------------------------------------------------------------------------------
 
-/// Writes `report.json` ([`json`]), `timeline.csv` ([`timeline_csv`]) and `report.html` ([`html`])
-/// into `dir`, creating it (and its parents) if needed, and returns the three paths in that order.
+/// Writes `report.json` ([`json`]), `timeline.csv` ([`timeline_csv`]), `report.html` ([`html`]) and,
+/// per strategy, `offered-<strategy>.svg` ([`chart_svg`]) into `dir`, creating it (and its parents)
+/// if needed, and returns the paths in that order.
 ///
 /// Everything is rendered before anything is written, so a rendering error leaves no file behind.
 /// Existing files of those names are replaced.
@@ -840,11 +841,17 @@ fn figure_html(out: &mut String, svg: &str) {
 /// [`RenderError::Io`] naming the directory or file that could not be created or written;
 /// [`RenderError::Json`] or [`RenderError::Chart`] if rendering fails.
 pub fn write_all(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, RenderError> {
-    let files = [
-        ("report.json", json(report)?),
-        ("timeline.csv", timeline_csv(report)),
-        ("report.html", html(report)?),
+    let mut files = vec![
+        ("report.json".to_owned(), json(report)?),
+        ("timeline.csv".to_owned(), timeline_csv(report)),
+        ("report.html".to_owned(), html(report)?),
     ];
+    for s in &report.strategies {
+        files.push((
+            format!("offered-{}.svg", s.name),
+            chart_svg(report, &s.name)?,
+        ));
+    }
     std::fs::create_dir_all(dir).map_err(|source| RenderError::Io {
         path: dir.to_path_buf(),
         source,
