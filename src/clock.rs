@@ -78,10 +78,6 @@ impl MonotonicClock {
             origin: std::time::Instant::now(),
         }
     }
-
-    fn instant_at(&self, at: Nanos) -> Option<std::time::Instant> {
-        self.origin.checked_add(Duration::from_nanos(at))
-    }
 }
 
 impl Default for MonotonicClock {
@@ -99,23 +95,15 @@ impl Clock for MonotonicClock {
     }
 
     fn sleep_until(&self, deadline: Nanos) -> Self::Sleep {
-        // A deadline beyond what Instant can represent is "practically never": tokio clamps far
-        // deadlines itself, so sleep for the longest span it accepts.
-        match self.instant_at(deadline) {
-            Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)),
-            None => tokio::time::sleep(Duration::from_secs(86_400 * 365)),
-        }
+        tokio_sleep_until(self.origin, deadline)
     }
 
     fn can_sleep(&self) -> bool {
-        tokio::runtime::Handle::try_current().is_ok()
+        tokio_can_sleep()
     }
 
     fn block_until(&self, deadline: Nanos) {
-        let now = self.now();
-        if deadline > now {
-            std::thread::sleep(Duration::from_nanos(deadline - now));
-        }
+        block_until(self, deadline);
     }
 }
 
@@ -165,21 +153,37 @@ impl Clock for QuantaClock {
     }
 
     fn sleep_until(&self, deadline: Nanos) -> Self::Sleep {
-        match self.origin_std.checked_add(Duration::from_nanos(deadline)) {
-            Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)),
-            None => tokio::time::sleep(Duration::from_secs(86_400 * 365)),
-        }
+        tokio_sleep_until(self.origin_std, deadline)
     }
 
     fn can_sleep(&self) -> bool {
-        tokio::runtime::Handle::try_current().is_ok()
+        tokio_can_sleep()
     }
 
     fn block_until(&self, deadline: Nanos) {
-        let now = self.now();
-        if deadline > now {
-            std::thread::sleep(Duration::from_nanos(deadline - now));
-        }
+        block_until(self, deadline);
+    }
+}
+
+/// tokio's timer, for a clock whose `now()` counts from `origin`. A deadline beyond what `Instant`
+/// can represent is "practically never": sleep for the longest span worth asking for.
+fn tokio_sleep_until(origin: std::time::Instant, deadline: Nanos) -> tokio::time::Sleep {
+    match origin.checked_add(Duration::from_nanos(deadline)) {
+        Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)),
+        None => tokio::time::sleep(Duration::from_secs(86_400 * 365)),
+    }
+}
+
+/// Whether tokio's timer can be used from here (inside a runtime).
+fn tokio_can_sleep() -> bool {
+    tokio::runtime::Handle::try_current().is_ok()
+}
+
+/// Sleeps the thread until a wall clock reaches `deadline`.
+fn block_until(clock: &impl Clock, deadline: Nanos) {
+    let now = clock.now();
+    if deadline > now {
+        std::thread::sleep(Duration::from_nanos(deadline - now));
     }
 }
 

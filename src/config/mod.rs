@@ -63,6 +63,10 @@ use crate::request::Urgency;
 use crate::switch::SwitchMode;
 
 pub use error::{ConfigError, Violation};
+#[cfg(feature = "sim")]
+pub(crate) use parse::closest;
+#[cfg(feature = "sim")]
+pub(crate) use units::parse_byte_size;
 
 /// The complete configuration of a gate: one field per TOML table.
 ///

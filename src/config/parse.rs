@@ -99,7 +99,7 @@ fn describe(raw: &str, key: Option<String>) -> (String, Option<String>) {
 }
 
 /// The expected name closest to a misspelt one, if it is close enough to be a likely typo.
-fn closest<'a>(field: &str, expected: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn closest<'a>(field: &str, expected: &[&'a str]) -> Option<&'a str> {
     const LONGEST_COMPARED: usize = 64;
     let field = field.to_ascii_lowercase();
     let length = field.chars().count();

@@ -194,15 +194,18 @@ impl TableReader {
             Some(Value::Integer(i)) => u64::try_from(i).map(Some).map_err(|_| {
                 self.invalid(key, format!("{i} is negative: a size is a number of bytes"))
             }),
-            Some(Value::String(s)) => parse_bytes(&s).map(Some).ok_or_else(|| {
-                self.invalid(
-                    key,
-                    format!(
+            Some(Value::String(s)) => crate::config::parse_byte_size(&s)
+                .ok()
+                .map(Some)
+                .ok_or_else(|| {
+                    self.invalid(
+                        key,
+                        format!(
                         "{s:?} is not a size: write bytes as an integer, or a number with a unit \
                              (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
                     ),
-                )
-            }),
+                    )
+                }),
             Some(other) => Err(self.wrong_type(key, &other, "a size such as \"512MiB\"")),
         }
     }
@@ -277,7 +280,7 @@ impl TableReader {
         let mut expected = keys.to_vec();
         expected.sort_unstable();
         expected.dedup();
-        let suggestion = closest(unknown, &expected)
+        let suggestion = crate::config::closest(unknown, &expected)
             .map(|s| format!("; did you mean `{s}`?"))
             .unwrap_or_default();
         ScenarioError::UnknownKey {
@@ -298,84 +301,5 @@ fn describe(value: &Value) -> String {
         Value::Datetime(d) => format!("the date {d}"),
         Value::Array(_) => "an array".to_owned(),
         Value::Table(_) => "a table".to_owned(),
-    }
-}
-
-/// Parses `"512MiB"`, `"1.5GB"`, `"4096 KiB"`, `"100B"`.
-fn parse_bytes(text: &str) -> Option<u64> {
-    const UNITS: [(&str, f64); 9] = [
-        ("b", 1.0),
-        ("kib", 1024.0),
-        ("mib", 1_048_576.0),
-        ("gib", 1_073_741_824.0),
-        ("tib", 1_099_511_627_776.0),
-        ("kb", 1e3),
-        ("mb", 1e6),
-        ("gb", 1e9),
-        ("tb", 1e12),
-    ];
-    let text = text.trim();
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-    let (number, unit) = text.split_at(split);
-    if number.is_empty() || number.matches('.').count() > 1 || number == "." {
-        return None;
-    }
-    let number: f64 = number.parse().ok()?;
-    let unit = unit.trim();
-    let (_, multiplier) = UNITS.iter().find(|(u, _)| unit.eq_ignore_ascii_case(u))?;
-    let bytes = (number * multiplier).floor();
-    (bytes.is_finite() && bytes < u64::MAX as f64).then_some(bytes as u64)
-}
-
-/// The accepted key closest to a misspelt one, if close enough to be a typo.
-fn closest<'a>(field: &str, expected: &[&'a str]) -> Option<&'a str> {
-    let field = field.to_ascii_lowercase();
-    if field.len() > 64 {
-        return None;
-    }
-    let allowed = (field.len() / 3).max(2);
-    expected
-        .iter()
-        .map(|name| (edit_distance(&field, name), *name))
-        .filter(|(d, _)| *d <= allowed)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, name)| name)
-}
-
-/// Levenshtein distance.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut current = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            current[j + 1] = (previous[j] + cost)
-                .min(previous[j + 1] + 1)
-                .min(current[j] + 1);
-        }
-        previous = current;
-    }
-    previous[b.len()]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{edit_distance, parse_bytes};
-
-    #[test]
-    fn sizes_parse() {
-        assert_eq!(parse_bytes("2GiB"), Some(2 << 30));
-        assert_eq!(parse_bytes("1.5GB"), Some(1_500_000_000));
-        assert_eq!(parse_bytes("4096 KiB"), Some(4096 * 1024));
-        assert_eq!(parse_bytes("12"), None);
-        assert_eq!(parse_bytes("1.2.3GB"), None);
-        assert_eq!(parse_bytes("5 apples"), None);
-    }
-
-    #[test]
-    fn distances() {
-        assert_eq!(edit_distance("sigmaa", "sigma"), 1);
-        assert_eq!(edit_distance("", "abc"), 3);
     }
 }
