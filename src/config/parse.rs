@@ -17,6 +17,21 @@ const MAX_SEARCH_DEPTH: usize = 32;
 /// Parses `text` into a configuration without checking the rules.
 pub(crate) fn parse(text: &str) -> Result<Config, ConfigError> {
     let document = DeTable::parse(text).map_err(|error| syntax_error(text, &error, None))?;
+    // serde's derived structs also accept a sequence, filled in by position (`gate = [7]` would set
+    // max_running): every section must be a table.
+    for (key, value) in document.get_ref().iter() {
+        let section = matches!(key.get_ref().as_ref(), "gate" | "sampler" | "routes");
+        if section && !matches!(value.get_ref(), DeValue::Table(_)) {
+            let name = key.get_ref().to_string();
+            let (line, column) = position(text, value.span().start);
+            return Err(ConfigError::Syntax {
+                message: format!("`{name}`: expected a table ([{name}]), found another value"),
+                key: Some(name),
+                line: Some(line),
+                column: Some(column),
+            });
+        }
+    }
     Config::deserialize(toml::de::Deserializer::from(document)).map_err(|error| {
         // The document parsed a moment ago; parse it again to map the error back to its key.
         let document = DeTable::parse(text).ok();
@@ -34,6 +49,14 @@ fn syntax_error(
     let position = span.as_ref().map(|span| position(text, span.start));
     let key = match (&span, document) {
         (Some(span), Some(document)) => key_at(document, span.start),
+        // Errors the parser itself raises about a key (a duplicate, a dotted key extending a value)
+        // come before there is a document: read the key from the text at the error.
+        (Some(span), None)
+            if error.message().starts_with("duplicate key")
+                || error.message().starts_with("cannot extend") =>
+        {
+            key_in_text(text, span.start)
+        }
         _ => None,
     };
     let (message, key) = describe(error.message(), key);
@@ -66,11 +89,22 @@ fn position(text: &str, offset: usize) -> (usize, usize) {
 
 /// Rewrites a serde/toml message in the configuration's terms, and settles the key it names.
 fn describe(raw: &str, key: Option<String>) -> (String, Option<String>) {
-    if raw.starts_with("unknown field `") {
-        // serde: "unknown field `x`, expected one of `a`, `b`" / "expected `a`" / "there are no fields"
-        let mut names = raw.split('`').skip(1).step_by(2);
-        let field = names.next().unwrap_or_default();
-        let expected: Vec<&str> = names.collect();
+    if let Some(after) = raw.strip_prefix("unknown field `") {
+        // serde: "unknown field `x`, expected one of `a`, `b`" / "expected `a`" / "there are no fields".
+        // The field may itself contain backticks, so take its name from the document where possible.
+        let from_document = key.as_deref().and_then(|k| {
+            let last = k.rsplit_once('.').map_or(k, |(_, last)| last);
+            after
+                .strip_prefix(last)
+                .and_then(|rest| rest.strip_prefix('`'))
+                .map(|rest| (after[..last.len()].to_owned(), rest))
+        });
+        let (field, rest) = from_document.unwrap_or_else(|| match after.split_once('`') {
+            Some((field, rest)) => (field.to_owned(), rest),
+            None => (after.to_owned(), ""),
+        });
+        let field = field.as_str();
+        let expected: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
         let key = match key {
             Some(key) if key == field || key.ends_with(&format!(".{field}")) => key,
             Some(parent) => format!("{parent}.{field}"),
@@ -140,6 +174,56 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     d[a.len() * width + b.len()]
+}
+
+/// The dotted path of the key written at byte `offset` of `text`, read from the text itself: the
+/// key (bare or quoted, up to a dot, `=` or `]`), prefixed by the table header above it, or the header
+/// itself when the offset is inside one.
+fn key_in_text(text: &str, offset: usize) -> Option<String> {
+    let offset = offset.min(text.len());
+    let line_start = text.get(..offset)?.rfind('\n').map_or(0, |i| i + 1);
+    let line = text.get(line_start..)?.lines().next().unwrap_or_default();
+    let header = |line: &str| {
+        let trimmed = line.trim_start();
+        trimmed.starts_with('[').then(|| {
+            trimmed
+                .trim_start_matches('[')
+                .split(']')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_owned()
+        })
+    };
+    if let Some(name) = header(line) {
+        return (!name.is_empty()).then_some(name);
+    }
+    // Only a key that starts its line can be placed from the text alone; one inside an inline table
+    // (`a = { b = 1, b = 2 }`) would need the structure the parser could not build.
+    if !text.get(line_start..offset)?.trim().is_empty() {
+        return None;
+    }
+    let rest = text.get(offset..)?;
+    let token = match rest.strip_prefix('"') {
+        Some(quoted) => quoted.split('"').next().unwrap_or_default(),
+        None => rest
+            .split(|c: char| c == '.' || c == '=' || c == ']' || c.is_whitespace())
+            .next()
+            .unwrap_or_default(),
+    };
+    if token.is_empty() {
+        return None;
+    }
+    let table = text
+        .get(..line_start)?
+        .lines()
+        .rev()
+        .find_map(header)
+        .filter(|t| !t.is_empty());
+    Some(match table {
+        Some(table) => format!("{table}.{token}"),
+        None => token.to_owned(),
+    })
 }
 
 /// The dotted path of the key whose name or value most tightly covers byte `offset`.

@@ -181,10 +181,12 @@ fn routes(report: &mut Report, routes: &RoutesConfig) {
             }
         }
     }
-    let mut reported: Vec<&str> = Vec::new();
+    // Sets, not list scans: a route table may hold many thousands of patterns.
+    let urgent: std::collections::HashSet<&str> =
+        routes.urgent.iter().map(String::as_str).collect();
+    let mut reported: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for pattern in &routes.non_urgent {
-        if routes.urgent.contains(pattern) && !reported.contains(&pattern.as_str()) {
-            reported.push(pattern);
+        if urgent.contains(pattern.as_str()) && reported.insert(pattern.as_str()) {
             report.add(
                 "routes.non_urgent",
                 quoted(pattern),
