@@ -778,7 +778,10 @@ impl<C: Clock> Inner<C> {
         }
     }
 
-    /// The hard ceilings, checked before anything else.
+    /// The hard ceilings, checked before anything else. With the switch off the in-flight ceiling is
+    /// left to [`InFlight::try_enter`], which enforces it anyway, so the common path reads the shared
+    /// counter once; with the switch on it is checked here too, so that a request refused at the
+    /// ceiling does not take a token first.
     #[inline]
     fn check_ceilings(&self) -> Result<SwitchStatus, Rejection> {
         if let Some(ratio) = self.memory.ratio() {
@@ -787,10 +790,11 @@ impl<C: Clock> Inner<C> {
                 return Err(self.refuse(RejectReason::MemoryCeiling, None));
             }
         }
-        if self.in_flight.current() >= self.hot.max_in_flight.load(Ordering::Relaxed) {
+        let status = self.switch.load();
+        if status.on && self.in_flight.current() >= self.hot.max_in_flight.load(Ordering::Relaxed) {
             return Err(self.refuse(RejectReason::InFlightCeiling, None));
         }
-        Ok(self.switch.load())
+        Ok(status)
     }
 
     /// Admits a request while the switch is off.
