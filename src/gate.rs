@@ -126,13 +126,14 @@ impl HotLimits {
         let r = Ordering::Release;
         self.max_in_flight.store(g.max_in_flight, r);
         self.max_memory_ratio.store(g.max_memory_ratio.to_bits(), r);
-        self.urgent_interval.store(settings.urgent.interval(), r);
-        self.urgent_tolerance.store(settings.urgent.tolerance(), r);
-        self.non_urgent_interval
-            .store(settings.non_urgent.interval(), r);
-        self.non_urgent_tolerance
-            .store(settings.non_urgent.tolerance(), r);
-        self.request_timeout.store(settings.request_timeout, r);
+        let urgent = BucketParams::with_burst(g.max_qps, g.burst);
+        let non_urgent = BucketParams::with_burst(g.non_urgent_qps, g.burst);
+        self.urgent_interval.store(urgent.interval(), r);
+        self.urgent_tolerance.store(urgent.tolerance(), r);
+        self.non_urgent_interval.store(non_urgent.interval(), r);
+        self.non_urgent_tolerance.store(non_urgent.tolerance(), r);
+        self.request_timeout
+            .store(duration_to_nanos(g.request_timeout), r);
         self.max_waiters.store(g.max_waiters, r);
         let implicit = if has_lookup || !settings.routes.is_empty() {
             NEEDS_SETTINGS
@@ -173,9 +174,6 @@ impl HotLimits {
 /// Everything derived from a config, swapped as one on reload.
 struct Settings {
     config: Config,
-    urgent: BucketParams,
-    non_urgent: BucketParams,
-    request_timeout: Nanos,
     tick: Nanos,
     routes: RouteTable,
     ring: Arc<LatencyRing>,
@@ -301,13 +299,13 @@ impl<C: Clock> GateBuilder<C> {
         let settings = Settings::new(self.config, None, self.lookup.is_some());
         let memory = Arc::new(MemoryGauge::new());
         let interval = settings.config.sampler.probe_interval;
-        let system_probe = matches!(self.probe, ProbeChoice::System)
-            .then(|| Arc::new(SystemMemoryProbe::new(settings.config.gate.memory_limit)));
+        let mut system_probe = None;
         let (probe, background): (Option<Arc<dyn MemoryProbe>>, bool) = match self.probe {
-            ProbeChoice::System => (
-                system_probe.clone().map(|p| -> Arc<dyn MemoryProbe> { p }),
-                true,
-            ),
+            ProbeChoice::System => {
+                let p = Arc::new(SystemMemoryProbe::new(settings.config.gate.memory_limit));
+                system_probe = Some(Arc::clone(&p));
+                (Some(p), true)
+            }
             ProbeChoice::Background(p) => (Some(p), true),
             ProbeChoice::Manual(p) => (Some(p), false),
             ProbeChoice::Disabled => (None, false),
@@ -364,7 +362,6 @@ impl<C: Clock> GateBuilder<C> {
 
 impl Settings {
     fn new(config: Config, old_ring: Option<&Arc<LatencyRing>>, with_cache: bool) -> Self {
-        let g = &config.gate;
         let window = config.sampler.window;
         let ring = match old_ring {
             Some(r) if r.capacity() >= window.saturating_mul(2) => Arc::clone(r),
@@ -377,9 +374,6 @@ impl Settings {
             ))
         });
         Settings {
-            urgent: BucketParams::with_burst(g.max_qps, g.burst),
-            non_urgent: BucketParams::with_burst(g.non_urgent_qps, g.burst),
-            request_timeout: duration_to_nanos(g.request_timeout),
             tick: duration_to_nanos(config.sampler.tick).max(1),
             routes: RouteTable::new(&config.routes),
             ring,
@@ -946,7 +940,7 @@ impl<C: Clock> Inner<C> {
                         cause = reason.as_str(),
                         "urgent bucket exhausted: non-urgent requests move to their own bucket"
                     );
-                    self.non_urgent.drain(now, &settings.non_urgent);
+                    self.non_urgent.drain(now, &self.hot.bucket(false));
                 }
                 if urgency == Urgency::NonUrgent {
                     use_urgent = false;
@@ -958,9 +952,8 @@ impl<C: Clock> Inner<C> {
     }
 
     fn drain_buckets(&self, now: Nanos) {
-        let settings = self.settings.load();
-        self.urgent.drain(now, &settings.urgent);
-        self.non_urgent.drain(now, &settings.non_urgent);
+        self.urgent.drain(now, &self.hot.bucket(true));
+        self.non_urgent.drain(now, &self.hot.bucket(false));
     }
 
     #[inline]
