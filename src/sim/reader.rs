@@ -194,18 +194,10 @@ impl TableReader {
             Some(Value::Integer(i)) => u64::try_from(i).map(Some).map_err(|_| {
                 self.invalid(key, format!("{i} is negative: a size is a number of bytes"))
             }),
+            // The config's parser, so scenarios and configs accept and explain sizes alike.
             Some(Value::String(s)) => crate::config::parse_byte_size(&s)
-                .ok()
                 .map(Some)
-                .ok_or_else(|| {
-                    self.invalid(
-                        key,
-                        format!(
-                        "{s:?} is not a size: write bytes as an integer, or a number with a unit \
-                             (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
-                    ),
-                    )
-                }),
+                .map_err(|why| self.invalid(key, format!("{s:?} is not a size: {why}"))),
             Some(other) => Err(self.wrong_type(key, &other, "a size such as \"512MiB\"")),
         }
     }
