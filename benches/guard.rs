@@ -77,7 +77,7 @@ fn gate_switch_off() -> Gate {
 /// finest interval) and a large burst: every call takes a token at once.
 fn gate_switch_on_token() -> Gate {
     let mut config = Config::default();
-    config.gate.max_qps = 1e12;
+    config.gate.max_qps = (1e12).into();
     config.gate.burst = Duration::from_secs(1);
     let gate = Gate::new(config).expect("valid config");
     gate.set_switch(SwitchMode::ForceOn);
@@ -92,7 +92,7 @@ fn gate_switch_on_token() -> Gate {
 /// token and splits the buckets) every call is refused at once as rate-limited.
 fn gate_refused_rate() -> Gate {
     let mut config = Config::default();
-    config.gate.max_qps = 1.0;
+    config.gate.max_qps = (1.0).into();
     config.gate.non_urgent_qps = 1.0;
     config.gate.request_timeout = Duration::ZERO;
     let gate = Gate::new(config).expect("valid config");
@@ -116,7 +116,7 @@ fn quanta_gates() -> (Gate<QuantaClock>, Gate<QuantaClock>) {
         .build()
         .expect("default config is valid");
     let mut config = Config::default();
-    config.gate.max_qps = 1e12;
+    config.gate.max_qps = (1e12).into();
     config.gate.burst = Duration::from_secs(1);
     let on = Gate::builder(config)
         .clock(QuantaClock::new())
@@ -134,8 +134,8 @@ fn quanta_gates() -> (Gate<QuantaClock>, Gate<QuantaClock>) {
 /// holds one permit, every call is refused by the hard ceiling, switch off.
 fn gate_in_flight_ceiling() -> Gate {
     let mut config = Config::default();
-    config.gate.max_running = 1;
-    config.gate.max_in_flight = 1;
+    config.gate.max_running = (1).into();
+    config.gate.max_in_flight = (1).into();
     Gate::new(config).expect("valid config")
 }
 

@@ -37,6 +37,11 @@ pub struct Counters {
     pub cancelled: u64,
     /// Total time admitted requests spent waiting for their token, in nanoseconds.
     pub wait_nanos: u64,
+    /// Requests classified as urgent (classification happens only while the switch is on or the
+    /// in-flight level is near its ceiling).
+    pub classified_urgent: u64,
+    /// Requests classified as non-urgent (see `classified_urgent`).
+    pub classified_non_urgent: u64,
 }
 
 impl Counters {
@@ -69,9 +74,11 @@ pub(crate) enum Event {
     Succeeded,
     Failed,
     Cancelled,
+    ClassifiedUrgent,
+    ClassifiedNonUrgent,
 }
 
-const EVENTS: usize = 9;
+const EVENTS: usize = 11;
 
 #[derive(Debug, Default)]
 struct Stripe {
@@ -148,6 +155,8 @@ impl Stripes {
             succeeded: get(Event::Succeeded),
             failed: get(Event::Failed),
             cancelled: get(Event::Cancelled),
+            classified_urgent: get(Event::ClassifiedUrgent),
+            classified_non_urgent: get(Event::ClassifiedNonUrgent),
             wait_nanos,
         }
     }

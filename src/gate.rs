@@ -34,7 +34,7 @@
 //!   refuse: the non-urgent trickle may refuse non-urgent requests long after the flood, although
 //!   the whole demand would now fit.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,6 +43,7 @@ use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
 use crate::bucket::{Bucket, BucketParams, Reservation};
+use crate::capacity::{Estimator, Learned, TickSample, HEADROOM};
 use crate::clock::{duration_to_nanos, Clock, MonotonicClock, Nanos};
 use crate::config::{Config, ConfigError};
 use crate::counters::{Counters, Event, Stripes};
@@ -53,7 +54,7 @@ use crate::rejection::{RejectReason, Rejection};
 use crate::request::{Request, Urgency};
 use crate::routes::RouteTable;
 use crate::sampler::{trimmed_mean, LatencyRing, Percentiles};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Limits, Snapshot};
 use crate::switch::{SwitchCell, SwitchMode, SwitchStatus};
 
 /// Marks a permit whose call is not timed.
@@ -110,11 +111,48 @@ struct HotLimits {
     non_urgent_interval: AtomicU64,
     non_urgent_tolerance: AtomicU64,
     request_timeout: AtomicU64,
+    /// Longest a request may wait for a token now: `request_timeout` less the expected handler
+    /// latency, and short while the service is saturated (see [`Inner::evaluate`]).
+    max_wait: AtomicU64,
     max_waiters: AtomicU64,
+    /// Requests whose urgency is not known enter below this in-flight level without being classified:
+    /// the in-flight ceiling less the share kept for urgent requests, and the level at which memory
+    /// is projected to reach the soft mark.
+    shared_cap: AtomicU64,
+    /// Non-urgent requests enter below this in-flight level: the ceiling less the urgent reserve.
+    non_urgent_cap: AtomicU64,
+    /// The in-flight level at which memory is projected to reach the soft mark; `u64::MAX` unknown.
+    memory_soft_cap: AtomicU64,
+    /// The in-flight level at which memory is projected to reach the hard ceiling; `u64::MAX` unknown.
+    memory_hard_cap: AtomicU64,
+    /// Spreads the admissions of non-urgent requests evenly while memory is between the marks.
+    thinning: AtomicU64,
+    /// Whether any switch or ceiling figure is learned: the self-tuning behaviours (urgent reserve,
+    /// work-conserving tokens, deadline-aware waiting, a calm second before the switch turns off)
+    /// apply then; a config of fixed numbers behaves as the seed's gate.
+    learning: AtomicBool,
     /// The urgency of a request without an explicit one when no route table and no lookup can tell
     /// otherwise; [`NEEDS_SETTINGS`] when they can.
     implicit_urgency: AtomicU8,
 }
+
+/// In-flight ceiling of a gate whose `max_in_flight` is auto, until it has learned one (the seed's).
+const UNLEARNED_MAX_IN_FLIGHT: u64 = 1000;
+/// Rate of a gate whose `max_qps` is auto, until it has learned one (the seed's).
+const UNLEARNED_MAX_QPS: f64 = 250.0;
+/// Switch threshold of a gate whose `max_running` is auto, until it has learned one (the seed's).
+const UNLEARNED_MAX_RUNNING: u64 = 500;
+/// Latency threshold of a gate whose `max_avg_latency` is auto, until it has learned one (the seed's).
+const UNLEARNED_MAX_AVG_LATENCY: Duration = Duration::from_secs(3);
+/// A learned `max_avg_latency` is this multiple of the base latency: a queue of half a base latency
+/// has formed, well clear of the noise of a trimmed mean.
+const SWITCH_LATENCY: f64 = 1.5;
+/// The switch turns off only after the conditions for it have held this long without a break: one
+/// calm tick in an overload (demand and latency are noisy) must not let the flood back in.
+const SWITCH_OFF_CALM: Nanos = 1_000_000_000;
+/// While the service is saturated, a request waits for a token at most this share of the expected
+/// handler latency: a standing queue only makes every request old (CoDel's insight).
+const STANDING_WAIT_SHARE: f64 = 0.25;
 
 const NEEDS_SETTINGS: u8 = 0;
 const IMPLICIT_URGENT: u8 = 1;
@@ -124,17 +162,26 @@ impl HotLimits {
     fn store(&self, settings: &Settings, has_lookup: bool) {
         let g = &settings.config.gate;
         let r = Ordering::Release;
-        self.max_in_flight.store(g.max_in_flight, r);
+        let ceiling = g.max_in_flight.clamp(UNLEARNED_MAX_IN_FLIGHT);
+        self.max_in_flight.store(ceiling, r);
+        self.shared_cap.store(ceiling, r);
+        self.non_urgent_cap.store(ceiling, r);
+        self.memory_soft_cap.store(u64::MAX, r);
+        self.memory_hard_cap.store(u64::MAX, r);
         self.max_memory_ratio.store(g.max_memory_ratio.to_bits(), r);
-        let urgent = BucketParams::with_burst(g.max_qps, g.burst);
+        self.set_whole_rate(g.max_qps.clamp(UNLEARNED_MAX_QPS), g.burst);
         let non_urgent = BucketParams::with_burst(g.non_urgent_qps, g.burst);
-        self.urgent_interval.store(urgent.interval(), r);
-        self.urgent_tolerance.store(urgent.tolerance(), r);
         self.non_urgent_interval.store(non_urgent.interval(), r);
         self.non_urgent_tolerance.store(non_urgent.tolerance(), r);
-        self.request_timeout
-            .store(duration_to_nanos(g.request_timeout), r);
+        let timeout = duration_to_nanos(g.request_timeout);
+        self.request_timeout.store(timeout, r);
+        self.max_wait.store(timeout, r);
         self.max_waiters.store(g.max_waiters, r);
+        let learning = g.max_running.is_auto()
+            || g.max_avg_latency.is_auto()
+            || g.max_qps.is_auto()
+            || g.max_in_flight.is_auto();
+        self.learning.store(learning, r);
         let implicit = if has_lookup || !settings.routes.is_empty() {
             NEEDS_SETTINGS
         } else {
@@ -144,6 +191,15 @@ impl HotLimits {
             }
         };
         self.implicit_urgency.store(implicit, r);
+    }
+
+    /// The rate of the whole gate (the urgent bucket), requests per second.
+    fn set_whole_rate(&self, rate: f64, burst: Duration) {
+        let urgent = BucketParams::with_burst(rate, burst);
+        self.urgent_interval
+            .store(urgent.interval(), Ordering::Release);
+        self.urgent_tolerance
+            .store(urgent.tolerance(), Ordering::Release);
     }
 
     #[inline]
@@ -157,6 +213,15 @@ impl HotLimits {
                 self.non_urgent_tolerance.load(a),
             )
         }
+    }
+
+    /// The bucket's parameters with half its burst kept back: a request drawing with these takes a
+    /// token only while the bucket holds more than half its burst, i.e. while the requests entitled
+    /// to it leave tokens unused.
+    #[inline]
+    fn spare(&self, urgent: bool) -> BucketParams {
+        let p = self.bucket(urgent);
+        BucketParams::from_parts(p.interval(), p.tolerance() / 2)
     }
 
     /// The urgency every request without an explicit one gets, if nothing configured can say
@@ -200,6 +265,70 @@ struct Monitor {
     scratch: Vec<u64>,
     percentiles: Percentiles,
     figures: Figures,
+    /// Since when the conditions for turning the switch off have held without a break.
+    calm_since: Option<Nanos>,
+    estimator: Estimator,
+    learned: Learned,
+    /// The thresholds of the switch in force (fixed or learned).
+    thresholds: Thresholds,
+    memory: MemoryFit,
+    /// Requests kept for urgent work below the in-flight ceiling.
+    urgent_reserve: f64,
+    /// Urgent requests in flight on average (urgent rate × latency).
+    urgent_need: f64,
+}
+
+/// The switch thresholds in force: the config's, or learned.
+#[derive(Debug, Clone, Copy)]
+struct Thresholds {
+    max_running: u64,
+    max_avg_latency: Nanos,
+    max_qps: f64,
+}
+
+/// Memory use as a function of requests in flight, fitted over the probe's readings (exponentially
+/// weighted least squares), so that the memory ceilings can be enforced as in-flight levels between
+/// readings.
+#[derive(Debug, Clone, Copy, Default)]
+struct MemoryFit {
+    last_bits: Option<u64>,
+    weight: f64,
+    sx: f64,
+    sy: f64,
+    sxx: f64,
+    sxy: f64,
+}
+
+impl MemoryFit {
+    /// Forgetting factor per reading.
+    const DECAY: f64 = 0.95;
+
+    fn add(&mut self, in_flight: f64, ratio: f64) {
+        let d = Self::DECAY;
+        self.weight = self.weight * d + 1.0;
+        self.sx = self.sx * d + in_flight;
+        self.sy = self.sy * d + ratio;
+        self.sxx = self.sxx * d + in_flight * in_flight;
+        self.sxy = self.sxy * d + in_flight * ratio;
+    }
+
+    /// Memory ratio per request in flight. Where the readings do not tell (in-flight hardly varied),
+    /// all memory is taken to be per request: an overestimate, so the projected ceilings err on the
+    /// safe side.
+    fn per_request(&self, in_flight: u64, ratio: f64) -> Option<f64> {
+        if self.weight > 0.0 {
+            let mx = self.sx / self.weight;
+            let var = self.sxx / self.weight - mx * mx;
+            let cov = self.sxy / self.weight - mx * (self.sy / self.weight);
+            if var >= 1.0 {
+                let slope = cov / var;
+                if slope.is_finite() && slope > 0.0 {
+                    return Some(slope);
+                }
+            }
+        }
+        (in_flight > 0 && ratio > 0.0).then(|| ratio / in_flight as f64)
+    }
 }
 
 struct Inner<C: Clock> {
@@ -340,6 +469,13 @@ impl<C: Clock> GateBuilder<C> {
                 scratch: Vec::with_capacity(settings.ring.capacity()),
                 percentiles: Percentiles::new(now),
                 figures: Figures::default(),
+                calm_since: None,
+                estimator: Estimator::new(),
+                learned: Learned::default(),
+                thresholds: Thresholds::unlearned(&settings.config),
+                memory: MemoryFit::default(),
+                urgent_reserve: 0.0,
+                urgent_need: 0.0,
             }),
             settings: ArcSwap::from_pointee(settings),
             memory,
@@ -357,6 +493,17 @@ impl<C: Clock> GateBuilder<C> {
         Ok(Gate {
             inner: Arc::new(inner),
         })
+    }
+}
+
+impl Thresholds {
+    fn unlearned(config: &Config) -> Self {
+        let g = &config.gate;
+        Thresholds {
+            max_running: g.max_running.clamp(UNLEARNED_MAX_RUNNING),
+            max_avg_latency: duration_to_nanos(g.max_avg_latency.clamp(UNLEARNED_MAX_AVG_LATENCY)),
+            max_qps: g.max_qps.clamp(UNLEARNED_MAX_QPS),
+        }
     }
 }
 
@@ -419,7 +566,7 @@ impl<C: Clock> Gate<C> {
         let inner = &*self.inner;
         let status = inner.check_ceilings()?;
         if !status.on {
-            return inner.enter_unpaced();
+            return inner.enter_unpaced(request);
         }
         let now = inner.clock.now();
         inner.maybe_tick(now);
@@ -471,7 +618,7 @@ impl<C: Clock> Gate<C> {
         let inner = &*self.inner;
         let status = inner.check_ceilings()?;
         if !status.on {
-            return inner.enter_unpaced().map(Admission::Now);
+            return inner.enter_unpaced(request).map(Admission::Now);
         }
         let now = inner.clock.now();
         inner.maybe_tick(now);
@@ -586,6 +733,8 @@ impl<C: Clock> Gate<C> {
             inner.evaluate(&mut monitor, now);
         }
         let figures = monitor.figures;
+        let learned = monitor.learned;
+        let thresholds = monitor.thresholds;
         let [p50, p99] = monitor.percentiles.quantiles([0.5, 0.99]);
         drop(monitor);
         let in_flight = inner.in_flight.current();
@@ -608,8 +757,25 @@ impl<C: Clock> Gate<C> {
             switch: inner.switch.load(),
             switch_flips: inner.switch.flips(),
             counters: inner.stripes.totals(),
+            learned,
+            limits: Limits {
+                max_running: thresholds.max_running,
+                max_avg_latency: Duration::from_nanos(thresholds.max_avg_latency),
+                max_qps: thresholds.max_qps,
+                max_in_flight: inner.hot.max_in_flight.load(Ordering::Relaxed),
+                shared_in_flight: inner.hot.shared_cap.load(Ordering::Relaxed),
+                max_wait: Duration::from_nanos(inner.hot.max_wait.load(Ordering::Relaxed)),
+            },
         }
     }
+}
+
+/// What is known of a request's urgency when it takes an in-flight slot.
+#[derive(Clone, Copy)]
+enum Class<'r, 'a> {
+    Known(Urgency),
+    /// Classified only if it has to be (near the ceiling).
+    Unknown(&'r Request<'a>),
 }
 
 /// The outcome a permit reports when released.
@@ -683,6 +849,7 @@ pub struct Ticket<'g, C: Clock = MonotonicClock> {
     inner: &'g Inner<C>,
     reservation: Reservation,
     urgent_bucket: bool,
+    urgency: Urgency,
     until: Nanos,
     done: bool,
 }
@@ -724,7 +891,8 @@ impl<'g, C: Clock> Ticket<'g, C> {
         self.done = true;
         self.inner.waiters.fetch_sub(1, Ordering::AcqRel);
         self.inner.stripes.add_wait(self.reservation.wait);
-        self.inner.enter(None, self.reservation.wait)
+        self.inner
+            .enter(None, self.reservation.wait, Class::Known(self.urgency))
     }
 
     fn refuse_unable_to_wait(mut self) -> Rejection {
@@ -793,17 +961,25 @@ impl<C: Clock> Inner<C> {
 
     /// Admits a request while the switch is off.
     #[inline]
-    fn enter_unpaced(&self) -> Result<Permit<'_, C>, Rejection> {
-        self.enter(None, 0)
+    fn enter_unpaced(&self, request: &Request<'_>) -> Result<Permit<'_, C>, Rejection> {
+        self.enter(None, 0, Class::Unknown(request))
     }
 
     /// Takes an in-flight slot (refusing at the ceiling) and hands out the permit. `now` is the time
     /// if the caller has read the clock already.
+    ///
+    /// Below the shared level (the ceiling less the urgent reserve, and below the soft memory mark)
+    /// any request enters without being classified; above it, see [`Inner::enter_near_ceiling`].
     #[inline]
-    fn enter(&self, now: Option<Nanos>, waited: Nanos) -> Result<Permit<'_, C>, Rejection> {
-        let max = self.hot.max_in_flight.load(Ordering::Relaxed);
-        if !self.in_flight.try_enter(max) {
-            return Err(self.refuse(RejectReason::InFlightCeiling, None));
+    fn enter(
+        &self,
+        now: Option<Nanos>,
+        waited: Nanos,
+        class: Class<'_, '_>,
+    ) -> Result<Permit<'_, C>, Rejection> {
+        let shared = self.hot.shared_cap.load(Ordering::Relaxed);
+        if !self.in_flight.try_enter(shared) {
+            self.enter_near_ceiling(now, class)?;
         }
         let seq = self.stripes.admit();
         let started = if seq & self.hot.sample_mask.load(Ordering::Relaxed) == 0 {
@@ -819,6 +995,71 @@ impl<C: Clock> Inner<C> {
             waited,
             outcome: Outcome::Succeeded,
         })
+    }
+
+    /// Above the shared level: urgent requests may use the rest of the in-flight ceiling (up to the
+    /// level where memory reaches its hard ceiling); non-urgent requests are refused, except between
+    /// the memory marks, where a share of them shrinking from all to none is admitted.
+    #[cold]
+    fn enter_near_ceiling(
+        &self,
+        now: Option<Nanos>,
+        class: Class<'_, '_>,
+    ) -> Result<(), Rejection> {
+        let urgency = match class {
+            Class::Known(u) => u,
+            Class::Unknown(request) => {
+                let now = now.unwrap_or_else(|| self.clock.now());
+                // Not waiting for the lookup here: an unknown urgency counts as urgent, as a failed
+                // lookup does.
+                let u = self
+                    .classify_cached(request, now)
+                    .unwrap_or(Urgency::Urgent);
+                self.count_class(u);
+                u
+            }
+        };
+        let hot = &self.hot;
+        let ceiling = hot.max_in_flight.load(Ordering::Relaxed);
+        let memory_hard = hot.memory_hard_cap.load(Ordering::Relaxed);
+        let cap = match urgency {
+            Urgency::Urgent => ceiling.min(memory_hard),
+            Urgency::NonUrgent => {
+                let soft = hot.memory_soft_cap.load(Ordering::Relaxed);
+                let n = self.in_flight.current();
+                let nu_ceiling = hot.non_urgent_cap.load(Ordering::Relaxed);
+                if n >= soft && n < memory_hard && memory_hard > soft {
+                    // Between the marks: admit the share (hard - n) / (hard - soft), spread evenly.
+                    let share = (memory_hard - n) as f64 / (memory_hard - soft) as f64;
+                    let k = hot.thinning.fetch_add(1, Ordering::Relaxed);
+                    let admit = ((k + 1) as f64 * share).floor() > (k as f64 * share).floor();
+                    if !admit {
+                        return Err(self.refuse(RejectReason::MemoryCeiling, None));
+                    }
+                    nu_ceiling.min(memory_hard)
+                } else {
+                    nu_ceiling.min(soft).min(memory_hard)
+                }
+            }
+        };
+        if self.in_flight.try_enter(cap) {
+            return Ok(());
+        }
+        let reason = if self.in_flight.current() >= memory_hard {
+            RejectReason::MemoryCeiling
+        } else {
+            RejectReason::InFlightCeiling
+        };
+        Err(self.refuse(reason, None))
+    }
+
+    /// Counts a classified request: the urgent share of demand sizes the urgent reserve.
+    #[inline]
+    fn count_class(&self, urgency: Urgency) {
+        self.stripes.bump(match urgency {
+            Urgency::Urgent => Event::ClassifiedUrgent,
+            Urgency::NonUrgent => Event::ClassifiedNonUrgent,
+        });
     }
 
     #[inline]
@@ -898,9 +1139,10 @@ impl<C: Clock> Inner<C> {
         urgency: Urgency,
         now: Nanos,
     ) -> Result<Admission<'_, C>, Rejection> {
+        self.count_class(urgency);
         let split = status.split;
         let mut use_urgent = urgency == Urgency::Urgent || !split;
-        let request_timeout = self.hot.request_timeout.load(Ordering::Relaxed);
+        let max_wait = self.hot.max_wait.load(Ordering::Relaxed);
         loop {
             let bucket = if use_urgent {
                 &*self.urgent
@@ -908,8 +1150,12 @@ impl<C: Clock> Inner<C> {
                 &*self.non_urgent
             };
             let params = self.hot.bucket(use_urgent);
-            let (reason, retry_after) = match bucket.reserve(now, request_timeout, &params) {
-                Ok(r) if r.wait == 0 => return self.enter(Some(now), 0).map(Admission::Now),
+            let (reason, retry_after) = match bucket.reserve(now, max_wait, &params) {
+                Ok(r) if r.wait == 0 => {
+                    return self
+                        .enter(Some(now), 0, Class::Known(urgency))
+                        .map(Admission::Now)
+                }
                 Ok(r) => {
                     let waiting = self.waiters.fetch_add(1, Ordering::AcqRel);
                     if waiting < self.hot.max_waiters.load(Ordering::Relaxed) {
@@ -917,6 +1163,7 @@ impl<C: Clock> Inner<C> {
                             inner: self,
                             reservation: r,
                             urgent_bucket: use_urgent,
+                            urgency,
                             until: now.saturating_add(r.wait),
                             done: false,
                         }));
@@ -933,9 +1180,10 @@ impl<C: Clock> Inner<C> {
             if use_urgent && !split {
                 if self.switch.split() {
                     let settings = self.settings.load();
+                    let whole = self.hot.bucket(true).interval();
                     tracing::info!(
                         target: "sluicegate::switch",
-                        max_qps = settings.config.gate.max_qps,
+                        max_qps = if whole > 0 { 1e9 / whole as f64 } else { f64::INFINITY },
                         non_urgent_qps = settings.config.gate.non_urgent_qps,
                         cause = reason.as_str(),
                         "urgent bucket exhausted: non-urgent requests move to their own bucket"
@@ -946,6 +1194,16 @@ impl<C: Clock> Inner<C> {
                     use_urgent = false;
                     continue;
                 }
+            }
+            // Work-conserving: a non-urgent request past its own bucket may still take a token of
+            // the whole gate that is free right now, one that no urgent request has reserved.
+            if !use_urgent
+                && self.hot.learning.load(Ordering::Relaxed)
+                && self.urgent.reserve(now, 0, &self.hot.spare(true)).is_ok()
+            {
+                return self
+                    .enter(Some(now), 0, Class::Known(urgency))
+                    .map(Admission::Now);
             }
             return Err(self.refuse(reason, Some(retry_after)));
         }
@@ -986,9 +1244,12 @@ impl<C: Clock> Inner<C> {
         settings.ring.copy_range(m.ring_seen, head, &mut m.scratch);
         m.ring_seen = head;
         m.percentiles.rotate_if_due(now);
+        let mut latency_sum = 0u64;
         for &v in &m.scratch {
             m.percentiles.record(v);
+            latency_sum = latency_sum.saturating_add(v);
         }
+        let latency_count = m.scratch.len() as u64;
         m.scratch.clear();
         let window = config.sampler.window as u64;
         settings
@@ -1030,29 +1291,188 @@ impl<C: Clock> Inner<C> {
                 r => (1u64 << (63 - r.leading_zeros())) - 1,
             };
             self.hot.sample_mask.store(mask, Ordering::Relaxed);
+            let in_flight = self.in_flight.current();
+            let learned = m.estimator.observe(&TickSample {
+                now,
+                elapsed,
+                completed,
+                latency_sum,
+                latency_count,
+                in_flight,
+                ceiling_refused: totals.refused_in_flight > last.refused_in_flight,
+            });
+            m.learned = learned;
+            let demand = asked(&totals).saturating_sub(asked(&last))
+                + totals
+                    .refused_in_flight
+                    .saturating_sub(last.refused_in_flight)
+                + totals.refused_memory.saturating_sub(last.refused_memory);
+            let urgent = totals
+                .classified_urgent
+                .saturating_sub(last.classified_urgent);
+            let classified = urgent
+                + totals
+                    .classified_non_urgent
+                    .saturating_sub(last.classified_non_urgent);
+            if classified > 0 {
+                let urgent_rate = demand as f64 / secs * (urgent as f64 / classified as f64);
+                let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
+                let need = urgent_rate * latency;
+                let reserve = need + 3.0 * need.sqrt() + 1.0;
+                // Quick to grow, slow to shrink: urgent bursts must find room. Three standard
+                // deviations of a Poisson count: an urgent request finds the reserve full about
+                // once in a thousand.
+                m.urgent_reserve = reserve.max(m.urgent_reserve * 0.9);
+                m.urgent_need = need.max(m.urgent_need * 0.9);
+            }
             m.last_tick = now;
             m.last_totals = totals;
+            self.fit_memory(m, in_flight);
         }
         m.figures = figures;
+        self.apply_learned(&settings, m);
 
-        self.evaluate_switch(&settings, &figures, now);
+        let calm_for = if self.hot.learning.load(Ordering::Relaxed) {
+            SWITCH_OFF_CALM
+        } else {
+            0
+        };
+        self.evaluate_switch(&figures, m.thresholds, &mut m.calm_since, calm_for, now);
     }
 
-    fn evaluate_switch(&self, settings: &Settings, figures: &Figures, now: Nanos) {
+    /// Pairs a new memory reading with the in-flight level and turns the memory marks into in-flight
+    /// levels.
+    fn fit_memory(&self, m: &mut Monitor, in_flight: u64) {
+        let hot = &self.hot;
+        let Some(ratio) = self.memory.ratio() else {
+            hot.memory_soft_cap.store(u64::MAX, Ordering::Relaxed);
+            hot.memory_hard_cap.store(u64::MAX, Ordering::Relaxed);
+            return;
+        };
+        if m.memory.last_bits != Some(ratio.to_bits()) {
+            m.memory.last_bits = Some(ratio.to_bits());
+            m.memory.add(in_flight as f64, ratio);
+        }
+        let settings = self.settings.load();
         let g = &settings.config.gate;
+        let level = |mark: f64| match m.memory.per_request(in_flight, ratio) {
+            Some(per) => {
+                let room = (mark - ratio) / per;
+                let n = in_flight as f64 + room;
+                if n.is_finite() {
+                    n.max(0.0) as u64
+                } else {
+                    u64::MAX
+                }
+            }
+            None => u64::MAX,
+        };
+        hot.memory_soft_cap
+            .store(level(g.memory_soft_ratio), Ordering::Relaxed);
+        hot.memory_hard_cap
+            .store(level(g.max_memory_ratio), Ordering::Relaxed);
+    }
+
+    /// Turns the learned figures into the limits in force (fixed values win; bounds apply).
+    fn apply_learned(&self, settings: &Settings, m: &mut Monitor) {
+        let g = &settings.config.gate;
+        let learned = m.learned;
+        let hot = &self.hot;
+        let unlearned = Thresholds::unlearned(&settings.config);
+        let base = learned.base_latency.map(duration_to_nanos);
+        m.thresholds = Thresholds {
+            max_running: learned
+                .knee
+                .map_or(unlearned.max_running, |k| g.max_running.clamp(k)),
+            max_avg_latency: base.map_or(unlearned.max_avg_latency, |b| {
+                let learned = Duration::from_nanos((b as f64 * SWITCH_LATENCY) as u64);
+                duration_to_nanos(g.max_avg_latency.clamp(learned))
+            }),
+            max_qps: learned
+                .capacity
+                .map_or(unlearned.max_qps, |c| g.max_qps.clamp(c)),
+        };
+        if g.max_qps.is_auto() {
+            // The in-flight ceiling is what holds the service at its knee; the rate sits above the
+            // learned capacity so that the service stays saturated and the capacity measured while
+            // the switch is on is the service's, not the bucket's.
+            let rate = g.max_qps.clamp(m.thresholds.max_qps * (1.0 + HEADROOM));
+            hot.set_whole_rate(rate, g.burst);
+        }
+        // The part of the urgent reserve that urgent requests leave unused on average is added to a
+        // learned ceiling, so that the service stays as busy as without a reserve.
+        let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
+        let floor = (g.non_urgent_qps * latency).ceil().max(1.0);
+        // Urgent demand beyond the ceiling gets no more room: it is limited like any other.
+        let learned_ceiling = learned.ceiling.map_or(f64::MAX, |c| c as f64);
+        let need = m.urgent_need.min(learned_ceiling);
+        let reserve_wanted = m
+            .urgent_reserve
+            .min(need + 3.0 * need.sqrt() + 1.0)
+            .min((learned_ceiling - floor).max(0.0));
+        let learning = hot.learning.load(Ordering::Relaxed);
+        let reserve_wanted = if g.max_in_flight.is_auto() {
+            reserve_wanted
+        } else {
+            0.0
+        };
+        let slack = (reserve_wanted - need).max(0.0) as u64;
+        let ceiling = learned
+            .ceiling
+            .map_or(g.max_in_flight.clamp(UNLEARNED_MAX_IN_FLIGHT), |c| {
+                let c = if learned.probing {
+                    c
+                } else {
+                    c.saturating_add(slack)
+                };
+                g.max_in_flight.clamp(c)
+            })
+            .max(1);
+        hot.max_in_flight.store(ceiling, Ordering::Relaxed);
+        // The urgent reserve, leaving non-urgent work at least its guaranteed rate's worth.
+        let reserve = reserve_wanted.min(ceiling as f64 - floor).max(0.0) as u64;
+        let soft = hot.memory_soft_cap.load(Ordering::Relaxed);
+        let non_urgent_cap = ceiling.saturating_sub(reserve);
+        hot.non_urgent_cap.store(non_urgent_cap, Ordering::Relaxed);
+        hot.shared_cap
+            .store(non_urgent_cap.min(soft), Ordering::Relaxed);
+        // Deadline-aware waiting: a token wait plus the expected latency must fit in
+        // request_timeout; while the service is saturated, waits are kept short.
+        let timeout = hot.request_timeout.load(Ordering::Relaxed);
+        let expected = if learning {
+            m.figures.trimmed_mean.unwrap_or(0)
+        } else {
+            0
+        };
+        let mut max_wait = timeout.saturating_sub(expected);
+        let saturated = self.switch.load().on || learned.probing;
+        if saturated && expected > 0 {
+            max_wait = max_wait.min((expected as f64 * STANDING_WAIT_SHARE) as u64);
+        }
+        hot.max_wait.store(max_wait, Ordering::Relaxed);
+    }
+
+    fn evaluate_switch(
+        &self,
+        figures: &Figures,
+        t: Thresholds,
+        calm_since: &mut Option<Nanos>,
+        calm_for: Nanos,
+        now: Nanos,
+    ) {
         let in_flight = self.in_flight.current();
-        let max_latency = duration_to_nanos(g.max_avg_latency);
+        let max_latency = t.max_avg_latency;
         let status = self.switch.load();
         let tmean_ms = figures.trimmed_mean.map(|t| t as f64 / 1e6);
         if !status.auto_on {
             let hot =
-                in_flight > g.max_running && figures.trimmed_mean.is_some_and(|t| t > max_latency);
+                in_flight > t.max_running && figures.trimmed_mean.is_some_and(|t| t > max_latency);
             if hot {
                 let (before, after) = self.switch.set_auto(true);
                 tracing::info!(
                     target: "sluicegate::switch",
                     in_flight,
-                    max_running = g.max_running,
+                    max_running = t.max_running,
                     trimmed_mean_ms = tmean_ms,
                     max_avg_latency_ms = max_latency as f64 / 1e6,
                     completion_rate = figures.completion_rate,
@@ -1066,19 +1486,26 @@ impl<C: Clock> Inner<C> {
             // An idle service (nothing in flight, nothing completed since the last tick) is calm
             // whatever its last latencies were: they can only be refreshed by traffic.
             let idle = in_flight == 0 && figures.nothing_completed;
-            let calm = in_flight < g.max_running
+            let calm = in_flight < t.max_running
                 && (idle || figures.trimmed_mean.is_none_or(|t| t < max_latency));
-            let demand_fits = figures.demand_rate <= g.max_qps;
-            if calm && demand_fits {
+            let demand_fits = figures.demand_rate <= t.max_qps;
+            let since = if calm && demand_fits {
+                *calm_since.get_or_insert(now)
+            } else {
+                *calm_since = None;
+                now
+            };
+            if calm && demand_fits && now.saturating_sub(since) >= calm_for {
+                *calm_since = None;
                 self.switch.set_auto(false);
                 tracing::info!(
                     target: "sluicegate::switch",
                     in_flight,
-                    max_running = g.max_running,
+                    max_running = t.max_running,
                     trimmed_mean_ms = tmean_ms,
                     max_avg_latency_ms = max_latency as f64 / 1e6,
                     demand_rate = figures.demand_rate,
-                    max_qps = g.max_qps,
+                    max_qps = t.max_qps,
                     "switch off: service healthy and demand within max_qps"
                 );
             }

@@ -74,6 +74,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bucket;
+pub mod capacity;
 pub mod clock;
 pub mod config;
 pub mod counters;

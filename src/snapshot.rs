@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::capacity::Learned;
 use crate::counters::Counters;
 use crate::switch::SwitchStatus;
 
@@ -42,4 +43,26 @@ pub struct Snapshot {
     pub switch_flips: u64,
     /// Everything counted since the gate was built.
     pub counters: Counters,
+    /// What the gate has learned of the service's capacity.
+    pub learned: Learned,
+    /// The limits in force: the config's fixed values, or the learned ones within their bounds.
+    pub limits: Limits,
+}
+
+/// The limits in force at a snapshot: fixed in the config, or learned.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// In-flight threshold of the switch (`max_running`).
+    pub max_running: u64,
+    /// Latency threshold of the switch (`max_avg_latency`).
+    pub max_avg_latency: Duration,
+    /// Rate of the whole gate while the switch is on (`max_qps`), requests per second.
+    pub max_qps: f64,
+    /// Hard in-flight ceiling (`max_in_flight`); urgent requests may use all of it.
+    pub max_in_flight: u64,
+    /// In-flight level up to which requests enter without being classified: the ceiling less the
+    /// share kept for urgent requests, and below the soft memory mark.
+    pub shared_in_flight: u64,
+    /// Longest a request may wait for a token now.
+    pub max_wait: Duration,
 }

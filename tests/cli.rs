@@ -20,7 +20,7 @@ fn check_config_prints_the_effective_config_of_the_shipped_file() {
     let (code, stdout, _) = sluicegate(&["check-config", path]);
     assert_eq!(code, 0);
     assert!(stdout.contains("valid"));
-    assert!(stdout.contains("max_qps = 250"));
+    assert!(stdout.contains("max_qps = \"auto\""), "{stdout}");
     // What it prints is itself a valid config equal to the defaults.
     let body: String = stdout.lines().skip(1).collect::<Vec<_>>().join("\n");
     assert_eq!(
@@ -33,7 +33,11 @@ fn check_config_prints_the_effective_config_of_the_shipped_file() {
 fn check_config_lists_every_error_and_exits_2() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.toml");
-    std::fs::write(&path, "[gate]\nmax_qps = -5.0\nmax_in_flight = 10\n").unwrap();
+    std::fs::write(
+        &path,
+        "[gate]\nmax_qps = -5.0\nmax_running = 20\nmax_in_flight = 10\n",
+    )
+    .unwrap();
     let (code, stdout, stderr) = sluicegate(&["check-config", path.to_str().unwrap()]);
     assert_eq!(code, 2);
     assert!(stdout.is_empty());

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use sluicegate::config::{Config, ConfigError, GateConfig, RoutesConfig, SamplerConfig, Violation};
+use sluicegate::config::{
+    Config, ConfigError, GateConfig, Limit, RoutesConfig, SamplerConfig, Violation,
+};
 use sluicegate::request::Urgency;
 use sluicegate::switch::SwitchMode;
 
@@ -42,17 +44,18 @@ fn syntax_error(text: &str) -> (String, Option<String>, Option<usize>, Option<us
 }
 
 #[test]
-fn defaults_are_the_seeds_figures() {
+fn defaults_learn_the_four_capacity_figures_and_keep_the_seeds_other_figures() {
     let config = Config::default();
     let gate = &config.gate;
-    assert_eq!(gate.max_running, 500);
-    assert_eq!(gate.max_avg_latency, Duration::from_secs(3));
-    assert_eq!(gate.max_qps, 250.0);
+    assert_eq!(gate.max_running, Limit::AUTO);
+    assert_eq!(gate.max_avg_latency, Limit::AUTO);
+    assert_eq!(gate.max_qps, Limit::AUTO);
     assert_eq!(gate.non_urgent_qps, 30.0);
     assert_eq!(gate.request_timeout, Duration::from_millis(2500));
     assert_eq!(gate.max_waiters, 500);
-    assert_eq!(gate.max_in_flight, 1000);
+    assert_eq!(gate.max_in_flight, Limit::AUTO);
     assert_eq!(gate.max_memory_ratio, 0.95);
+    assert_eq!(gate.memory_soft_ratio, 0.8);
     assert_eq!(gate.memory_limit, None);
     assert_eq!(gate.burst, Duration::from_millis(100));
     assert_eq!(gate.switch, SwitchMode::Auto);
@@ -139,7 +142,7 @@ fn partial_file_keeps_defaults_for_missing_keys() {
     .unwrap();
     let expected = Config {
         gate: GateConfig {
-            max_qps: 400.0,
+            max_qps: 400.0.into(),
             request_timeout: Duration::from_secs(1),
             ..GateConfig::default()
         },
@@ -231,10 +234,40 @@ fn each_broken_rule_names_its_key_value_and_rule() {
             "greater than 0",
         ),
         (
-            "[gate]\nnon_urgent_qps = 251",
+            "[gate]\nmax_qps = 250\nnon_urgent_qps = 251",
             "gate.non_urgent_qps",
             "251",
-            "cannot exceed the urgent rate",
+            "cannot exceed the rate",
+        ),
+        (
+            "[gate]\nmax_qps = { max = 250 }\nnon_urgent_qps = 251",
+            "gate.non_urgent_qps",
+            "251",
+            "at most max_qps.max (250)",
+        ),
+        (
+            "[gate]\nmax_qps = { min = 500, max = 250 }",
+            "gate.max_qps.min",
+            "500 (max = 250)",
+            "at most the max bound",
+        ),
+        (
+            "[gate]\nmax_running = { min = 0 }",
+            "gate.max_running.min",
+            "0",
+            "at least 1",
+        ),
+        (
+            "[gate]\nmax_avg_latency = { max = \"0s\" }",
+            "gate.max_avg_latency.max",
+            "\"0s\"",
+            "greater than 0",
+        ),
+        (
+            "[gate]\nmemory_soft_ratio = 1.5",
+            "gate.memory_soft_ratio",
+            "1.5",
+            "at most 1",
         ),
         (
             "[gate]\nmax_in_flight = 0\nmax_running = 1",
@@ -243,7 +276,7 @@ fn each_broken_rule_names_its_key_value_and_rule() {
             "at least 1",
         ),
         (
-            "[gate]\nmax_in_flight = 100",
+            "[gate]\nmax_in_flight = 100\nmax_running = 500",
             "gate.max_in_flight",
             "100 (max_running = 500)",
             "below its soft threshold",
@@ -453,9 +486,9 @@ fn all_violations_are_reported_at_once_in_key_order() {
 #[test]
 fn validate_checks_configs_built_in_code() {
     let mut config = Config::default();
-    config.gate.max_qps = f64::INFINITY;
+    config.gate.max_qps = (f64::INFINITY).into();
     config.sampler.tick = Duration::ZERO;
-    config.gate.max_avg_latency = Duration::MAX;
+    config.gate.max_avg_latency = (Duration::MAX).into();
     let error = config.validate().unwrap_err();
     let keys: Vec<&str> = error.violations().iter().map(|v| v.key.as_str()).collect();
     assert_eq!(
@@ -688,13 +721,13 @@ fn round_trip_of_the_defaults_is_exact() {
 #[test]
 fn round_trip_of_a_customised_config_is_exact() {
     let mut config = Config::default();
-    config.gate.max_qps = 0.1 + 0.2;
+    config.gate.max_qps = (0.1 + 0.2).into();
     config.gate.non_urgent_qps = 1e-9;
     config.gate.request_timeout = Duration::new(2, 500_000_007);
     config.gate.memory_limit = Some(3 * GIB + 1);
     config.gate.switch = SwitchMode::ForceOff;
-    config.gate.max_running = u64::MAX;
-    config.gate.max_in_flight = u64::MAX;
+    config.gate.max_running = (u64::MAX).into();
+    config.gate.max_in_flight = (u64::MAX).into();
     config.sampler.window = 100_000;
     config.sampler.trim = 0.0;
     config.routes.urgent = vec!["/pay/*".into(), "quote\"d\\ and\nnew line".into()];
@@ -805,14 +838,15 @@ fn valid_config() -> impl Strategy<Value = Config> {
                 switch,
             )| {
                 GateConfig {
-                    max_running: running,
-                    max_avg_latency: latency,
-                    max_qps: qps,
+                    max_running: running.into(),
+                    max_avg_latency: latency.into(),
+                    max_qps: qps.into(),
                     non_urgent_qps: (qps * share).max(f64::MIN_POSITIVE),
                     request_timeout: timeout,
                     max_waiters: waiters,
-                    max_in_flight: running.saturating_add(extra),
+                    max_in_flight: running.saturating_add(extra).into(),
                     max_memory_ratio: ratio,
+                    memory_soft_ratio: ratio,
                     memory_limit: limit,
                     burst,
                     switch,

@@ -65,7 +65,7 @@ fn permit_success_failure_and_drop_are_counted_once_each() {
 #[test]
 fn call_blocking_runs_success_when_admitted_and_fail_when_refused() {
     let mut config = small_config();
-    config.gate.max_in_flight = 5;
+    config.gate.max_in_flight = (5).into();
     let (gate, _clock, _) = gate_with(config);
     assert_eq!(gate.call_blocking(Request::url("/x"), || 1, |_| 2), 1);
     let _held = hold(&gate, 5);
@@ -178,9 +178,9 @@ fn async_wait_outside_a_runtime_is_refused_with_retry_after_instead_of_panicking
 fn in_flight_at_the_ceiling_is_refused_at_once_whatever_the_switch() {
     for mode in [SwitchMode::ForceOff, SwitchMode::ForceOn] {
         let mut config = small_config();
-        config.gate.max_in_flight = 3;
-        config.gate.max_running = 3;
-        config.gate.max_qps = 1e9;
+        config.gate.max_in_flight = (3).into();
+        config.gate.max_running = (3).into();
+        config.gate.max_qps = (1e9).into();
         config.gate.non_urgent_qps = 1e9;
         let (gate, _clock, _) = gate_with(config);
         let _held = hold(&gate, 3);
@@ -628,7 +628,7 @@ fn served_as_urgent(gate: &Gate<ManualClock>, req: &Request<'_>) -> bool {
 fn split_config() -> Config {
     let mut c = small_config();
     c.gate.request_timeout = Duration::ZERO;
-    c.gate.max_qps = 1e6;
+    c.gate.max_qps = (1e6).into();
     c.gate.non_urgent_qps = 1e-3;
     c.gate.burst = ms(1); // the urgent bucket holds 1000 tokens
     c
@@ -737,7 +737,7 @@ fn reload_with_an_invalid_config_keeps_the_old_one_and_the_counters() {
     let (gate, _clock, _) = gate_with(small_config());
     let _p = gate.try_acquire(&Request::url("/x")).unwrap();
     let mut bad = small_config();
-    bad.gate.max_qps = f64::NAN;
+    bad.gate.max_qps = (f64::NAN).into();
     assert!(gate.reload(bad).is_err());
     assert_eq!(gate.config(), small_config());
     assert_eq!(gate.snapshot().counters.admitted, 1);
@@ -761,7 +761,7 @@ fn reload_changes_the_rate_at_once_and_keeps_counters_and_in_flight() {
     };
     let held = gate.try_acquire(&Request::url("/x").with_urgency(Urgency::Urgent));
     assert_eq!(count_in_one_second(&gate), 100);
-    config.gate.max_qps = 200.0;
+    config.gate.max_qps = (200.0).into();
     gate.reload(config).unwrap();
     assert_eq!(count_in_one_second(&gate), 200);
     let s = gate.snapshot();

@@ -49,12 +49,12 @@ fn nanos(n: u64) -> Duration {
 /// `rate` and bank `burst`; waiting up to `timeout`, with no limit on waiters or in-flight requests.
 fn forced_gate(rate: f64, burst: Duration, timeout: Duration) -> (Gate<ManualClock>, ManualClock) {
     let mut config = small_config();
-    config.gate.max_qps = rate;
+    config.gate.max_qps = (rate).into();
     config.gate.non_urgent_qps = rate;
     config.gate.burst = burst;
     config.gate.request_timeout = timeout;
     config.gate.max_waiters = u64::MAX;
-    config.gate.max_in_flight = u64::MAX;
+    config.gate.max_in_flight = (u64::MAX).into();
     config.gate.switch = SwitchMode::ForceOn;
     let (gate, clock, _) = gate_with(config);
     (gate, clock)
@@ -579,12 +579,12 @@ proptest! {
         let t = documented_interval(rate);
         let request_timeout = nanos((burst + 3) * t / 1000 * u64::from(timeout));
         let mut config = small_config();
-        config.gate.max_qps = rate;
+        config.gate.max_qps = (rate).into();
         config.gate.non_urgent_qps = rate / f64::from(slower);
         config.gate.burst = burst_duration;
         config.gate.request_timeout = request_timeout;
         config.gate.max_waiters = u64::MAX;
-        config.gate.max_in_flight = u64::MAX;
+        config.gate.max_in_flight = (u64::MAX).into();
         config.gate.switch = SwitchMode::ForceOn;
         let (gate, clock, _) = gate_with(config);
         let mut waiting = Waiting::default();
@@ -787,12 +787,12 @@ proptest! {
         let t = documented_interval(rate);
         let request_timeout = (burst + 3) * t / 1000 * u64::from(timeout);
         let mut config = small_config();
-        config.gate.max_qps = rate;
+        config.gate.max_qps = (rate).into();
         config.gate.non_urgent_qps = rate;
         config.gate.burst = burst_duration;
         config.gate.request_timeout = nanos(request_timeout);
         config.gate.max_waiters = u64::MAX;
-        config.gate.max_in_flight = u64::MAX;
+        config.gate.max_in_flight = (u64::MAX).into();
         config.sampler.tick = Duration::from_millis(1);
         config.sampler.min_samples = 1;
         let (gate, clock, _) = gate_with(config);
@@ -1164,7 +1164,7 @@ fn gate_refuses_durations_beyond_64_bit_nanoseconds_and_accepts_the_longest_that
 
     let mut config = small_config();
     config.gate.request_timeout = longest;
-    config.gate.max_avg_latency = longest;
+    config.gate.max_avg_latency = (longest).into();
     config.sampler.tick = longest;
     config.routes.lookup_cache_ttl = longest;
     let (gate, clock, _) = gate_with(config.clone());
@@ -1296,7 +1296,7 @@ fn bucket_whose_schedule_reaches_the_end_of_time_keeps_limiting() {
 
     // Through the gate, with a valid config.
     let mut config = small_config();
-    config.gate.max_qps = 1e-9;
+    config.gate.max_qps = (1e-9).into();
     config.gate.non_urgent_qps = 1e-9;
     config.gate.burst = Duration::from_secs(2_000_000_000);
     config.gate.request_timeout = nanos(u64::MAX);
@@ -1440,12 +1440,12 @@ async fn request(gate: Gate, tally: Arc<Tally>, fate: Fate) -> Result<(), &'stat
 async fn every_admitted_request_is_released_exactly_once_whatever_its_fate() {
     const REQUESTS: usize = 10_000;
     let mut config = Config::default();
-    config.gate.max_qps = 3_000.0;
+    config.gate.max_qps = (3_000.0).into();
     config.gate.non_urgent_qps = 3_000.0;
     config.gate.burst = Duration::from_millis(10);
     config.gate.request_timeout = Duration::from_millis(5);
     config.gate.max_waiters = 10_000;
-    config.gate.max_in_flight = 100_000;
+    config.gate.max_in_flight = (100_000).into();
     config.gate.switch = SwitchMode::ForceOn;
     let gate = Gate::builder(config)
         .without_memory_probe()
@@ -1624,7 +1624,7 @@ fn admitted_in_one_second(gate: &Gate<ManualClock>, clock: &ManualClock) -> u64 
 
 fn rate_config(max_qps: f64) -> Config {
     let mut c = small_config();
-    c.gate.max_qps = max_qps;
+    c.gate.max_qps = (max_qps).into();
     c.gate.non_urgent_qps = max_qps / 10.0;
     c.gate.burst = Duration::from_millis(1); // one token at a time
     c.gate.request_timeout = Duration::ZERO;
@@ -1640,13 +1640,13 @@ fn reload_with_an_invalid_config_keeps_the_old_rate_and_a_valid_one_changes_it_a
     assert_eq!(before.admitted, 100);
 
     let invalid: [fn(&mut Config); 8] = [
-        |c| c.gate.max_qps = 0.0,
-        |c| c.gate.max_qps = f64::NAN,
-        |c| c.gate.max_qps = -5.0,
-        |c| c.gate.non_urgent_qps = c.gate.max_qps * 2.0,
+        |c| c.gate.max_qps = 0.0.into(),
+        |c| c.gate.max_qps = f64::NAN.into(),
+        |c| c.gate.max_qps = (-5.0).into(),
+        |c| c.gate.non_urgent_qps = c.gate.max_qps.fixed().copied().unwrap_or(1.0) * 2.0,
         |c| c.gate.burst = Duration::ZERO,
         |c| c.gate.request_timeout = Duration::MAX,
-        |c| c.gate.max_in_flight = 0,
+        |c| c.gate.max_in_flight = 0.into(),
         |c| c.sampler.trim = 0.5,
     ];
     let mut admitted = before.admitted;
@@ -1728,9 +1728,9 @@ fn probed_gate(
     probe: impl Fn() -> Result<MemoryReading, ProbeError> + Send + Sync + 'static,
 ) -> (Gate<ManualClock>, ManualClock) {
     let mut config = small_config();
-    config.gate.max_qps = 1e9;
+    config.gate.max_qps = (1e9).into();
     config.gate.non_urgent_qps = 1e9;
-    config.gate.max_in_flight = u64::MAX;
+    config.gate.max_in_flight = (u64::MAX).into();
     config.sampler.probe_interval = Duration::from_millis(1);
     let clock = ManualClock::new();
     clock.advance(Duration::from_secs(1));

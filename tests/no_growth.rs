@@ -59,7 +59,7 @@ struct Driver {
 impl Driver {
     fn new(urls: u64) -> Self {
         let mut config = Config::default();
-        config.gate.max_qps = 1e9;
+        config.gate.max_qps = (1e9).into();
         config.gate.non_urgent_qps = 1e9;
         config.gate.request_timeout = Duration::ZERO;
         config.gate.switch = SwitchMode::ForceOn;

@@ -14,13 +14,13 @@ static REPORT: Request<'static> = Request::url("/report/daily").with_urgency(Urg
 
 fn config() -> Config {
     let mut c = Config::default();
-    c.gate.max_running = 50;
-    c.gate.max_avg_latency = ms(100);
-    c.gate.max_qps = 200.0;
+    c.gate.max_running = (50).into();
+    c.gate.max_avg_latency = (ms(100)).into();
+    c.gate.max_qps = (200.0).into();
     c.gate.non_urgent_qps = 20.0;
     c.gate.request_timeout = ms(500);
     c.gate.max_waiters = 100;
-    c.gate.max_in_flight = 1000;
+    c.gate.max_in_flight = (1000).into();
     c
 }
 

@@ -40,7 +40,7 @@
 //! assert_eq!(config.gate.max_qps, 400.0);
 //! assert_eq!(config.gate.request_timeout, Duration::from_secs(1));
 //! assert_eq!(config.gate.memory_limit, Some(2 * 1024 * 1024 * 1024));
-//! assert_eq!(config.gate.max_running, 500); // missing keys keep their defaults
+//! assert!(config.gate.max_running.is_auto()); // missing keys keep their defaults
 //! assert_eq!(config.routes.default_urgency, Urgency::Urgent);
 //!
 //! // A broken rule names the key, the value and the rule.
@@ -50,6 +50,7 @@
 //! ```
 
 mod error;
+mod limit;
 mod parse;
 mod units;
 mod validate;
@@ -63,6 +64,7 @@ use crate::request::Urgency;
 use crate::switch::SwitchMode;
 
 pub use error::{ConfigError, Violation};
+pub use limit::{Limit, LimitValue};
 #[cfg(feature = "sim")]
 pub(crate) use parse::closest;
 #[cfg(feature = "sim")]
@@ -90,17 +92,19 @@ pub struct Config {
 #[serde(default, deny_unknown_fields)]
 pub struct GateConfig {
     /// Requests in flight above which the auto switch may turn on (together with `max_avg_latency`).
-    /// Seed: `sys_max_running_thread`. Default 500.
-    pub max_running: u64,
+    /// Learned: the in-flight level at which latency starts to climb (capacity × base latency).
+    /// Seed: `sys_max_running_thread` (500). Default auto.
+    pub max_running: Limit<u64>,
     /// Trimmed-mean latency above which the auto switch may turn on (together with `max_running`).
-    /// Seed: `max_avg_handle_date`. Default 3 s.
-    #[serde(with = "units::duration")]
-    pub max_avg_latency: Duration,
-    /// Rate of the urgent token bucket while the switch is on, in tokens per second.
-    /// Seed: `sys_max_qps`. Default 250.
-    pub max_qps: f64,
-    /// Rate of the non-urgent token bucket while the switch is on, in tokens per second; at most
-    /// `max_qps`. Seed: `non_worry_token_speed`. Default 30.
+    /// Learned: 1.2 × the service's base latency. Seed: `max_avg_handle_date` (3 s). Default auto.
+    pub max_avg_latency: Limit<Duration>,
+    /// Rate of the whole gate while the switch is on, in requests per second: urgent requests may use
+    /// all of it. Learned: the completion rate the service sustains. Seed: `sys_max_qps` (250).
+    /// Default auto.
+    pub max_qps: Limit<f64>,
+    /// The rate non-urgent requests are guaranteed while the switch is on, in tokens per second; they
+    /// also get whatever urgent requests leave unused. At most `max_qps`.
+    /// Seed: `non_worry_token_speed`. Default 30.
     pub non_urgent_qps: f64,
     /// Longest a request may wait for a token; a request that could not be served within it is refused
     /// at once. Zero means never wait. Seed: `request_timeout`. Default 2500 ms.
@@ -110,11 +114,16 @@ pub struct GateConfig {
     /// Seed: `max_await_thread_length`. Default 500.
     pub max_waiters: u64,
     /// Hard ceiling on requests in flight: at or above it a request is refused at once, whatever the
-    /// switch says. At least `max_running`. Default 1000.
-    pub max_in_flight: u64,
+    /// switch says. At least `max_running`. Learned: a little above `max_running`, so that the
+    /// service stays busy with a short queue. Seed: 1000. Default auto.
+    pub max_in_flight: Limit<u64>,
     /// Hard ceiling on memory used divided by the memory limit, in `(0, 1]`: at or above it a request
     /// is refused at once. Default 0.95.
     pub max_memory_ratio: f64,
+    /// Soft memory mark, in `(0, 1]`: from here to `max_memory_ratio` the share of non-urgent
+    /// requests admitted shrinks smoothly to zero. A mark at or above `max_memory_ratio` leaves no
+    /// graded band (the seed's behaviour). Default 0.8.
+    pub memory_soft_ratio: f64,
     /// The memory limit in bytes that `max_memory_ratio` refers to; `None` means the cgroup limit where
     /// there is one, else physical memory. In TOML an integer (bytes) or a string with a unit
     /// (`"512MiB"`, `"1.5GB"`). At least 1 MiB. Default `None`.
@@ -169,14 +178,15 @@ pub struct RoutesConfig {
 impl Default for GateConfig {
     fn default() -> Self {
         Self {
-            max_running: 500,
-            max_avg_latency: Duration::from_secs(3),
-            max_qps: 250.0,
+            max_running: Limit::AUTO,
+            max_avg_latency: Limit::AUTO,
+            max_qps: Limit::AUTO,
             non_urgent_qps: 30.0,
             request_timeout: Duration::from_millis(2500),
             max_waiters: 500,
-            max_in_flight: 1000,
+            max_in_flight: Limit::AUTO,
             max_memory_ratio: 0.95,
+            memory_soft_ratio: 0.8,
             memory_limit: None,
             burst: Duration::from_millis(100),
             switch: SwitchMode::Auto,

@@ -83,12 +83,33 @@ fn serialize_bytes<S: Serializer>(bytes: u64, serializer: S) -> Result<S::Ok, S:
 
 struct DurationVisitor;
 
+/// Why a bare number is not a duration.
+pub(crate) fn no_unit_message(number: impl fmt::Display) -> String {
+    format!(
+        "{number} has no unit: a duration is a string with a unit, \
+         e.g. \"{number}ms\" or \"{number}s\""
+    )
+}
+
+/// Parses a `humantime` duration, explaining a failure.
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|error| {
+        let reason = match error {
+            humantime::DurationError::NumberOverflow => {
+                "it is too long to represent (durations must stay below about 584 years)".to_owned()
+            }
+            other => other.to_string(),
+        };
+        format!(
+            "{text:?} is not a duration: {reason}; write a number with a unit, \
+             e.g. \"2500ms\", \"3s\" or \"1h 30m\""
+        )
+    })
+}
+
 impl DurationVisitor {
     fn no_unit<E: de::Error>(number: impl fmt::Display) -> E {
-        E::custom(format_args!(
-            "{number} has no unit: a duration is a string with a unit, \
-             e.g. \"{number}ms\" or \"{number}s\""
-        ))
+        E::custom(no_unit_message(number))
     }
 }
 
@@ -100,19 +121,7 @@ impl Visitor<'_> for DurationVisitor {
     }
 
     fn visit_str<E: de::Error>(self, text: &str) -> Result<Duration, E> {
-        humantime::parse_duration(text).map_err(|error| {
-            let reason = match error {
-                humantime::DurationError::NumberOverflow => {
-                    "it is too long to represent (durations must stay below about 584 years)"
-                        .to_owned()
-                }
-                other => other.to_string(),
-            };
-            E::custom(format_args!(
-                "{text:?} is not a duration: {reason}; write a number with a unit, \
-                 e.g. \"2500ms\", \"3s\" or \"1h 30m\""
-            ))
-        })
+        parse_duration(text).map_err(E::custom)
     }
 
     fn visit_i64<E: de::Error>(self, value: i64) -> Result<Duration, E> {

@@ -3,7 +3,8 @@
 use std::fmt::Display;
 use std::time::Duration;
 
-use super::{Config, GateConfig, RoutesConfig, SamplerConfig, Violation};
+use super::limit::LimitValue;
+use super::{Config, GateConfig, Limit, RoutesConfig, SamplerConfig, Violation};
 
 /// Largest latency window: big enough for any real use, small enough that sorting it every tick is
 /// cheap.
@@ -55,7 +56,9 @@ impl Report {
     }
 
     /// A duration: it must fit in 64-bit nanoseconds, and be positive unless `zero_allowed`.
-    fn duration(&mut self, key: &str, value: Duration, zero_allowed: bool) {
+    /// Returns whether it is valid.
+    fn duration(&mut self, key: &str, value: Duration, zero_allowed: bool) -> bool {
+        let before = self.violations.len();
         if value.is_zero() && !zero_allowed {
             self.add(key, duration(value), POSITIVE_DURATION);
         }
@@ -66,42 +69,95 @@ impl Report {
                 "must fit in 64-bit nanoseconds (at most about 584 years)",
             );
         }
+        self.violations.len() == before
+    }
+
+    /// A fixed or learned figure: a fixed value, and each bound of a learned one, must pass `rule`
+    /// (called with the key to report under), and the bounds must not cross. Returns whether all
+    /// is well.
+    fn limit<T: LimitValue>(
+        &mut self,
+        key: &str,
+        limit: &Limit<T>,
+        rule: impl Fn(&mut Self, &str, T) -> bool,
+    ) -> bool {
+        match *limit {
+            Limit::Fixed(v) => rule(self, key, v),
+            Limit::Auto { min, max } => {
+                let min_ok = min.is_none_or(|v| rule(self, &format!("{key}.min"), v));
+                let max_ok = max.is_none_or(|v| rule(self, &format!("{key}.max"), v));
+                if let (true, true, Some(lo), Some(hi)) = (min_ok, max_ok, min, max) {
+                    if lo > hi {
+                        self.add(
+                            &format!("{key}.min"),
+                            format!("{} (max = {})", lo.show(), hi.show()),
+                            "must be at most the max bound",
+                        );
+                        return false;
+                    }
+                }
+                min_ok && max_ok
+            }
+        }
     }
 }
 
 fn gate(report: &mut Report, gate: &GateConfig) {
-    report.at_least_one("gate.max_running", gate.max_running);
-    report.duration("gate.max_avg_latency", gate.max_avg_latency, false);
-    let urgent_ok = report.rate("gate.max_qps", gate.max_qps);
+    report.limit("gate.max_running", &gate.max_running, |r, k, v| {
+        r.at_least_one(k, v);
+        v >= 1
+    });
+    report.limit("gate.max_avg_latency", &gate.max_avg_latency, |r, k, v| {
+        r.duration(k, v, false)
+    });
+    let urgent_ok = report.limit("gate.max_qps", &gate.max_qps, |r, k, v| r.rate(k, v));
     let non_urgent_ok = report.rate("gate.non_urgent_qps", gate.non_urgent_qps);
-    if urgent_ok && non_urgent_ok && gate.non_urgent_qps > gate.max_qps {
-        report.add(
-            "gate.non_urgent_qps",
-            float(gate.non_urgent_qps),
-            format!(
-                "must be at most max_qps ({}): the non-urgent trickle cannot exceed the urgent rate",
-                float(gate.max_qps)
-            ),
-        );
+    // A learned max_qps may not be bounded below the non-urgent floor either.
+    let urgent_ceiling = match gate.max_qps {
+        Limit::Fixed(v) => Some(("max_qps", v)),
+        Limit::Auto { max, .. } => max.map(|v| ("max_qps.max", v)),
+    };
+    if let (true, true, Some((name, ceiling))) = (urgent_ok, non_urgent_ok, urgent_ceiling) {
+        if gate.non_urgent_qps > ceiling {
+            report.add(
+                "gate.non_urgent_qps",
+                float(gate.non_urgent_qps),
+                format!(
+                    "must be at most {name} ({}): the non-urgent floor cannot exceed the rate \
+                     of the whole gate",
+                    float(ceiling)
+                ),
+            );
+        }
     }
     report.duration("gate.request_timeout", gate.request_timeout, true);
-    report.at_least_one("gate.max_in_flight", gate.max_in_flight);
-    if gate.max_in_flight >= 1 && gate.max_in_flight < gate.max_running {
-        report.add(
-            "gate.max_in_flight",
-            format!(
-                "{} (max_running = {})",
-                gate.max_in_flight, gate.max_running
-            ),
-            "must be at least max_running: a ceiling below its soft threshold would refuse work \
-             before the switch could act",
-        );
+    report.limit("gate.max_in_flight", &gate.max_in_flight, |r, k, v| {
+        r.at_least_one(k, v);
+        v >= 1
+    });
+    if let (Limit::Fixed(ceiling), Limit::Fixed(running)) = (gate.max_in_flight, gate.max_running) {
+        if ceiling >= 1 && ceiling < running {
+            report.add(
+                "gate.max_in_flight",
+                format!("{ceiling} (max_running = {running})"),
+                "must be at least max_running: a ceiling below its soft threshold would refuse \
+                 work before the switch could act",
+            );
+        }
     }
     let ratio = gate.max_memory_ratio;
     if !(ratio.is_finite() && ratio > 0.0 && ratio <= 1.0) {
         report.add(
             "gate.max_memory_ratio",
             float(ratio),
+            "must be a finite number greater than 0 and at most 1",
+        );
+    }
+    let soft = gate.memory_soft_ratio;
+    if !(soft.is_finite() && soft > 0.0 && soft <= 1.0) {
+        report.add(
+            "gate.memory_soft_ratio",
+            float(soft),
             "must be a finite number greater than 0 and at most 1",
         );
     }
@@ -202,7 +258,7 @@ fn routes(report: &mut Report, routes: &RoutesConfig) {
 }
 
 /// A float as TOML writes it (`nan`, `inf`, `-inf`, `0.5`, `-5`).
-fn float(value: f64) -> String {
+pub(super) fn float(value: f64) -> String {
     if value.is_nan() {
         "nan".to_owned()
     } else if value.is_infinite() {

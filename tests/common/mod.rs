@@ -37,13 +37,13 @@ impl FakeMemory {
 /// A small, quick-reacting config for tests.
 pub fn small_config() -> Config {
     let mut c = Config::default();
-    c.gate.max_running = 5;
-    c.gate.max_avg_latency = Duration::from_millis(100);
-    c.gate.max_qps = 100.0;
+    c.gate.max_running = (5).into();
+    c.gate.max_avg_latency = (Duration::from_millis(100)).into();
+    c.gate.max_qps = (100.0).into();
     c.gate.non_urgent_qps = 10.0;
     c.gate.request_timeout = Duration::from_millis(500);
     c.gate.max_waiters = 50;
-    c.gate.max_in_flight = 1000;
+    c.gate.max_in_flight = (1000).into();
     c.gate.burst = Duration::from_millis(10); // capacity 1 at 100/s
     c.sampler.window = 10;
     c.sampler.min_samples = 5;

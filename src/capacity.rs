@@ -1,0 +1,343 @@
+//! Learned capacity: what the service can sustain, estimated from what the gate measures.
+//!
+//! # Why these figures, and why this way
+//!
+//! A service with `W` ways of working in parallel (threads, connections, cores) and a base latency
+//! `L0` (the latency of a request that does not queue) completes at most `C = W / L0` requests per
+//! second. Below `W` requests in flight latency stays at `L0`; above it the extra requests queue and
+//! latency climbs by `1 / C` per request, while throughput stays at `C`. So the in-flight level at
+//! which latency starts to climb (the *knee*) is `C × L0`, Little's law at the knee. This is the BBR
+//! insight (Cardwell et al., 2016) that Sentinel's and kratos' adaptive limits apply to servers.
+//!
+//! The estimator keeps:
+//! * `capacity`: the highest smoothed completion rate seen over the last few seconds
+//!   ([`RATE_WINDOW`]);
+//! * `base_latency`: the lowest smoothed latency seen while nothing queued;
+//! * the knee `capacity × base_latency`, and the in-flight ceiling a little above it
+//!   ([`HEADROOM`]), so that the service always has a short queue of work and never idles.
+//!
+//! Three traps are avoided:
+//! * **Measuring throughput while throttling.** If the ceiling is below the knee, the measured rate
+//!   is what the gate admits, and an estimate built on it would shrink towards it. The ceiling is
+//!   always above the knee by [`HEADROOM`], so that under overload the service is saturated and the
+//!   measured rate is its capacity. And when the ceiling refuses requests while latency stays at its
+//!   base (proof that the service is not saturated), the capacity estimate grows by [`GROWTH`], at
+//!   most once per base latency (so that every step is seen before the next).
+//! * **Base latency drifting up under a standing queue.** Latencies measured while the ceiling
+//!   refuses include the queue and are not taken as base latency. When the base latency is older than
+//!   [`BASE_WINDOW`] and the service is still saturated, the ceiling is lowered below the knee for a
+//!   couple of base latencies ([`PROBE_DEPTH`]), so that the queue drains and the base is measured
+//!   afresh: BBR's "probe RTT". It costs under one percent of throughput.
+//! * **Noise.** Rates and latencies are smoothed over at least [`RATE_SAMPLES`] completions and
+//!   [`LATENCY_SAMPLES`] latencies, so that a slow service (few completions per tick) is not judged
+//!   on a handful of requests.
+//!
+//! When the service gets faster, the base latency falls and the rate rises at once (a lower minimum,
+//! a higher maximum); when it gets slower, the rate window forgets the old rate within
+//! [`RATE_WINDOW`], and the base latency is re-measured by the next probe.
+
+use std::time::Duration;
+
+use crate::clock::Nanos;
+
+/// How long the highest completion rate is remembered.
+pub const RATE_WINDOW: Duration = Duration::from_secs(3);
+/// How long the base latency is trusted before it is re-measured.
+pub const BASE_WINDOW: Duration = Duration::from_secs(10);
+/// The in-flight ceiling is the knee times `1 + HEADROOM` (plus two requests).
+pub const HEADROOM: f64 = 0.25;
+/// Capacity growth factor while the ceiling refuses requests and latency stays at its base.
+pub const GROWTH: f64 = 1.5;
+/// The probe's ceiling, as a share of the knee.
+pub const PROBE_DEPTH: f64 = 0.75;
+/// Completions a rate is smoothed over (at least).
+pub const RATE_SAMPLES: f64 = 200.0;
+/// Latencies a latency is smoothed over (at least).
+pub const LATENCY_SAMPLES: f64 = 100.0;
+/// Latencies per round: the base latency is the median of round means, each over this many calls.
+pub const ROUND_SAMPLES: u64 = 50;
+/// Rounds the median is taken over.
+pub const ROUNDS: usize = 31;
+/// Latency above `QUEUE_SIGNAL × base` means a queue has formed: the service is saturated.
+pub const QUEUE_SIGNAL: f64 = 1.2;
+
+const RATE_WINDOW_NS: Nanos = RATE_WINDOW.as_nanos() as Nanos;
+const BASE_WINDOW_NS: Nanos = BASE_WINDOW.as_nanos() as Nanos;
+
+/// What one sampler tick measured, as the estimator needs it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TickSample {
+    /// The tick's time.
+    pub now: Nanos,
+    /// Time since the previous tick.
+    pub elapsed: Nanos,
+    /// Requests released since the previous tick.
+    pub completed: u64,
+    /// Sum and number of the handler latencies recorded since the previous tick.
+    pub latency_sum: u64,
+    /// Number of latencies in `latency_sum`.
+    pub latency_count: u64,
+    /// Requests in flight now.
+    pub in_flight: u64,
+    /// Whether the in-flight ceiling refused a request since the previous tick.
+    pub ceiling_refused: bool,
+}
+
+/// The learned figures, as [`crate::Snapshot::learned`] shows them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Learned {
+    /// Completions per second the service sustains, once measured.
+    pub capacity: Option<f64>,
+    /// Latency of a request that does not queue, once measured.
+    pub base_latency: Option<Duration>,
+    /// The in-flight level at which latency starts to climb (capacity × base latency).
+    pub knee: Option<u64>,
+    /// The learned in-flight ceiling (the knee plus headroom, lower while probing).
+    pub ceiling: Option<u64>,
+    /// Whether the ceiling is lowered to re-measure the base latency.
+    pub probing: bool,
+    /// How many times the base latency has been re-measured by lowering the ceiling.
+    pub probes: u64,
+}
+
+/// The estimator's state; one tick at a time.
+#[derive(Debug, Clone)]
+pub struct Estimator {
+    rate: Option<f64>,
+    latency: Option<f64>,
+    /// (value, time) of the highest smoothed rate in the window; and a runner-up from later on, to
+    /// fall back to when the best ages out.
+    rate_best: Option<(f64, Nanos)>,
+    rate_next: Option<(f64, Nanos)>,
+    /// Capacity the service has shown it can exceed (the ceiling refused while latency stayed flat).
+    rate_floor: f64,
+    last_growth: Nanos,
+    base: Option<(f64, Nanos)>,
+    /// Latency of the recent clean rounds (no ceiling refusal, no queue), newest last.
+    clean: std::collections::VecDeque<f64>,
+    /// The round being gathered: latency sum, count, and whether it stayed clean.
+    round: (f64, u64, bool),
+    probe: Option<Probe>,
+    probes: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Probe {
+    start: Nanos,
+    end: Nanos,
+    /// Measurements from here on are taken as base latency.
+    clean_from: Nanos,
+    ceiling: u64,
+}
+
+impl Default for Estimator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Estimator {
+    /// Nothing learned yet.
+    pub fn new() -> Self {
+        Estimator {
+            rate: None,
+            latency: None,
+            rate_best: None,
+            rate_next: None,
+            rate_floor: 0.0,
+            last_growth: 0,
+            base: None,
+            clean: std::collections::VecDeque::with_capacity(ROUNDS),
+            round: (0.0, 0, true),
+            probe: None,
+            probes: 0,
+        }
+    }
+
+    /// Learns from one tick; returns the figures now in force.
+    pub fn observe(&mut self, s: &TickSample) -> Learned {
+        if s.elapsed > 0 && s.completed > 0 {
+            let secs = s.elapsed as f64 / 1e9;
+            let rate = s.completed as f64 / secs;
+            let weight = (s.completed as f64 / RATE_SAMPLES).min(1.0);
+            let smoothed = match self.rate {
+                Some(r) => r + weight * (rate - r),
+                None => rate,
+            };
+            self.rate = Some(smoothed);
+            self.note_rate(smoothed, s.now);
+        }
+        let tick_latency =
+            (s.latency_count > 0).then(|| s.latency_sum as f64 / s.latency_count as f64);
+        if let Some(l) = tick_latency {
+            let weight = (s.latency_count as f64 / LATENCY_SAMPLES).min(1.0);
+            self.latency = Some(match self.latency {
+                Some(old) => old + weight * (l - old),
+                None => l,
+            });
+        }
+        self.expire_rate(s.now);
+
+        let queued = match (self.latency, self.base) {
+            (Some(l), Some((b, _))) => l > QUEUE_SIGNAL * b,
+            _ => false,
+        };
+        if queued {
+            // A queue has formed, so the ceiling is above the knee and the measured rate is the
+            // service's: the floor that carried the capacity past what was measured can go.
+            self.rate_floor = 0.0;
+        }
+
+        // Base latency: the median of the latest clean rounds (ticks where nothing queued because of
+        // us, or the drained part of a probe). A median, not a minimum: the minimum of noisy means is
+        // biased low, and a knee set low wastes capacity.
+        let probing_clean = self.probe.is_some_and(|p| s.now >= p.clean_from);
+        let clean_tick = match self.probe {
+            Some(_) => probing_clean,
+            None => !s.ceiling_refused && !queued,
+        };
+        if self.probe.is_none() || probing_clean {
+            let r = &mut self.round;
+            r.0 += s.latency_sum as f64;
+            r.1 += s.latency_count;
+            r.2 &= clean_tick;
+            if r.1 >= ROUND_SAMPLES {
+                let (sum, count, clean) = std::mem::replace(r, (0.0, 0, true));
+                if clean {
+                    if self.clean.len() == ROUNDS {
+                        self.clean.pop_front();
+                    }
+                    self.clean.push_back(sum / count as f64);
+                    let mut sorted: Vec<f64> = self.clean.iter().copied().collect();
+                    sorted.sort_by(f64::total_cmp);
+                    let median = sorted[sorted.len() / 2];
+                    self.base = Some((median, s.now));
+                }
+            }
+        }
+        if self.base.is_none() {
+            if let Some(l) = self.latency {
+                // Until the first round is complete.
+                self.base = Some((l, s.now));
+            }
+        }
+
+        // Growth: the ceiling refused while latency stayed at its base.
+        if let (Some(b), Some(l), Some(c)) = (self.base_latency(), self.latency, self.capacity()) {
+            let step = (b as Nanos).max(s.elapsed);
+            if s.ceiling_refused
+                && self.probe.is_none()
+                && l <= QUEUE_SIGNAL * b
+                && s.now.saturating_sub(self.last_growth) >= step
+            {
+                self.rate_floor = c * GROWTH;
+                self.last_growth = s.now;
+            }
+        }
+
+        self.update_probe(s);
+        self.learned()
+    }
+
+    fn update_probe(&mut self, s: &TickSample) {
+        if let Some(p) = self.probe {
+            if s.now >= p.end {
+                self.probe = None;
+                tracing::debug!(
+                    target: "sluicegate::capacity",
+                    base_latency_ms = self.base.map(|(b, _)| b / 1e6),
+                    duration_ms = (s.now - p.start) as f64 / 1e6,
+                    "base latency re-measured"
+                );
+            }
+            return;
+        }
+        let (Some((base, at)), Some(knee), Some(latency)) = (self.base, self.knee(), self.latency)
+        else {
+            return;
+        };
+        if s.ceiling_refused && s.now.saturating_sub(at) > BASE_WINDOW_NS {
+            // Long enough for the queue to drain (the current latency) and then for a base latency
+            // to be measured, with a tick to spare.
+            let drain = (latency as Nanos).max(s.elapsed);
+            let measure = ((2.0 * base) as Nanos).max(s.elapsed);
+            self.probes += 1;
+            // The old rounds are what is being re-measured.
+            self.clean.clear();
+            self.round = (0.0, 0, true);
+            self.probe = Some(Probe {
+                start: s.now,
+                clean_from: s.now.saturating_add(drain),
+                end: s.now.saturating_add(drain).saturating_add(measure),
+                ceiling: ((knee as f64 * PROBE_DEPTH) as u64).max(1),
+            });
+        }
+    }
+
+    fn note_rate(&mut self, rate: f64, now: Nanos) {
+        match self.rate_best {
+            Some((best, _)) if rate < best => {
+                if self.rate_next.is_none_or(|(next, _)| rate >= next) {
+                    self.rate_next = Some((rate, now));
+                }
+            }
+            _ => {
+                self.rate_best = Some((rate, now));
+                self.rate_next = None;
+            }
+        }
+    }
+
+    fn expire_rate(&mut self, now: Nanos) {
+        if let Some((_, at)) = self.rate_best {
+            if now.saturating_sub(at) > RATE_WINDOW_NS {
+                self.rate_best = self.rate_next.take().or(self.rate.map(|r| (r, now)));
+            }
+        }
+    }
+
+    /// Completions per second the service has shown it sustains.
+    pub fn capacity(&self) -> Option<f64> {
+        self.rate_best
+            .map(|(r, _)| r.max(self.rate_floor))
+            .filter(|r| r.is_finite() && *r > 0.0)
+    }
+
+    /// Latency without queueing, in nanoseconds.
+    pub fn base_latency(&self) -> Option<f64> {
+        self.base
+            .map(|(b, _)| b)
+            .filter(|b| b.is_finite() && *b > 0.0)
+    }
+
+    /// The smoothed latency of the last ticks, in nanoseconds.
+    pub fn latency(&self) -> Option<f64> {
+        self.latency
+    }
+
+    /// The in-flight level at which latency starts to climb.
+    pub fn knee(&self) -> Option<u64> {
+        let k = self.capacity()? * self.base_latency()? / 1e9;
+        k.is_finite().then(|| (k.ceil() as u64).max(1))
+    }
+
+    /// The figures in force.
+    pub fn learned(&self) -> Learned {
+        let knee = self.knee();
+        let ceiling = match (self.probe, knee) {
+            (Some(p), _) => Some(p.ceiling),
+            (None, Some(k)) => {
+                Some(((k as f64 * (1.0 + HEADROOM)).ceil() as u64).saturating_add(2))
+            }
+            (None, None) => None,
+        };
+        Learned {
+            capacity: self.capacity(),
+            base_latency: self.base_latency().map(|b| Duration::from_nanos(b as u64)),
+            knee,
+            ceiling,
+            probing: self.probe.is_some(),
+            probes: self.probes,
+        }
+    }
+}
