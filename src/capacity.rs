@@ -48,6 +48,8 @@ pub const BASE_WINDOW: Duration = Duration::from_secs(10);
 pub const HEADROOM: f64 = 0.25;
 /// Capacity growth factor while the ceiling refuses requests and latency stays at its base.
 pub const GROWTH: f64 = 1.5;
+/// Capacity growth factor once the service has been seen saturated.
+pub const GENTLE_GROWTH: f64 = 1.1;
 /// The probe's ceiling, as a share of the knee.
 pub const PROBE_DEPTH: f64 = 0.75;
 /// Completions a rate is smoothed over (at least).
@@ -61,6 +63,12 @@ pub const ROUNDS: usize = 31;
 /// Latency above `QUEUE_SIGNAL × base` means a queue has formed: the service is saturated.
 pub const QUEUE_SIGNAL: f64 = 1.2;
 
+/// The completion rate has fallen below this share of the best in the window: the service slowed.
+pub const SLOWED: f64 = 0.8;
+/// Shortest gap between two probes for a slowed service.
+const SLOW_PROBE_GAP_NS: Nanos = 1_000_000_000;
+/// A probe ends after at least this long even without a clean round.
+const PROBE_LONGEST_NS: Nanos = 2_000_000_000;
 const RATE_WINDOW_NS: Nanos = RATE_WINDOW.as_nanos() as Nanos;
 const BASE_WINDOW_NS: Nanos = BASE_WINDOW.as_nanos() as Nanos;
 
@@ -119,6 +127,8 @@ pub struct Estimator {
     round: (f64, u64, bool),
     probe: Option<Probe>,
     probes: u64,
+    /// Whether a queue has been seen: the measured rate has been the service's capacity.
+    confirmed: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -128,6 +138,8 @@ struct Probe {
     /// Measurements from here on are taken as base latency.
     clean_from: Nanos,
     ceiling: u64,
+    /// The probe ends here even if no clean round was measured.
+    hard_end: Nanos,
 }
 
 impl Default for Estimator {
@@ -151,6 +163,7 @@ impl Estimator {
             round: (0.0, 0, true),
             probe: None,
             probes: 0,
+            confirmed: false,
         }
     }
 
@@ -186,6 +199,7 @@ impl Estimator {
             // A queue has formed, so the ceiling is above the knee and the measured rate is the
             // service's: the floor that carried the capacity past what was measured can go.
             self.rate_floor = 0.0;
+            self.confirmed = true;
         }
 
         // Base latency: the median of the latest clean rounds (ticks where nothing queued because of
@@ -230,7 +244,15 @@ impl Estimator {
                 && l <= QUEUE_SIGNAL * b
                 && s.now.saturating_sub(self.last_growth) >= step
             {
-                self.rate_floor = c * GROWTH;
+                // Fast while the capacity has never been seen (a service that was never saturated
+                // can be far from its knee); gently once it has, so as not to overshoot into a
+                // queue that the probe then has to drain.
+                let gain = if self.confirmed {
+                    GENTLE_GROWTH
+                } else {
+                    GROWTH
+                };
+                self.rate_floor = c * gain;
                 self.last_growth = s.now;
             }
         }
@@ -241,7 +263,9 @@ impl Estimator {
 
     fn update_probe(&mut self, s: &TickSample) {
         if let Some(p) = self.probe {
-            if s.now >= p.end {
+            // A probe ends once its time is up and a clean round has been measured (a slow service
+            // may need longer for one), and in any case at its hard end.
+            if (s.now >= p.end && !self.clean.is_empty()) || s.now >= p.hard_end {
                 self.probe = None;
                 tracing::debug!(
                     target: "sluicegate::capacity",
@@ -256,10 +280,21 @@ impl Estimator {
         else {
             return;
         };
-        if s.ceiling_refused && s.now.saturating_sub(at) > BASE_WINDOW_NS {
+        let age = s.now.saturating_sub(at);
+        // The service slowed down: the ceiling refuses, latency is up, and yet fewer requests
+        // complete than the service managed moments ago. A queue of our making does not lower the
+        // completion rate; a slower service does, and its new base latency must be measured
+        // before the ceiling shrinks with the falling rate.
+        let slowed = self.queued()
+            && self
+                .rate
+                .zip(self.rate_best)
+                .is_some_and(|(now, (best, _))| now < SLOWED * best)
+            && age > SLOW_PROBE_GAP_NS.max((10.0 * latency) as Nanos);
+        if s.ceiling_refused && (age > BASE_WINDOW_NS || slowed) {
             // Long enough for the queue to drain (the current latency) and then for a base latency
             // to be measured, with a tick to spare.
-            let drain = (latency as Nanos).max(s.elapsed);
+            let drain = ((2.0 * latency) as Nanos).saturating_add(s.elapsed);
             let measure = ((2.0 * base) as Nanos).max(s.elapsed);
             self.probes += 1;
             // The old rounds are what is being re-measured.
@@ -269,6 +304,10 @@ impl Estimator {
                 start: s.now,
                 clean_from: s.now.saturating_add(drain),
                 end: s.now.saturating_add(drain).saturating_add(measure),
+                hard_end: s
+                    .now
+                    .saturating_add(drain)
+                    .saturating_add(measure.saturating_mul(10).max(PROBE_LONGEST_NS)),
                 ceiling: ((knee as f64 * PROBE_DEPTH) as u64).max(1),
             });
         }
@@ -308,6 +347,14 @@ impl Estimator {
         self.base
             .map(|(b, _)| b)
             .filter(|b| b.is_finite() && *b > 0.0)
+    }
+
+    /// Whether the smoothed latency shows a queue above the base latency.
+    fn queued(&self) -> bool {
+        match (self.latency, self.base_latency()) {
+            (Some(l), Some(b)) => l > QUEUE_SIGNAL * b,
+            _ => false,
+        }
     }
 
     /// The smoothed latency of the last ticks, in nanoseconds.
