@@ -69,12 +69,14 @@
 
 mod engine;
 pub mod metrics;
+pub mod peers;
 mod reader;
 pub mod render;
 pub mod scenario;
 pub mod strategy;
 
 pub use metrics::{Report, StrategyReport, TimelineSample, SLICE_MS};
+pub use peers::{Bbr, Gradient2};
 pub use scenario::{
     Arrivals, Backend, Baselines, Clients, Distribution, Phase, Retry, RetryMode, Scenario,
     ScenarioError,
