@@ -116,7 +116,10 @@ fn simulate_prints_a_table_with_every_strategy() {
         "unprotected",
         "token-bucket",
         "concurrency-limit",
+        "gradient2",
+        "bbr",
         "sluicegate",
+        "sluicegate-auto",
     ] {
         assert!(stdout.contains(name), "{name} missing from\n{stdout}");
     }

@@ -809,11 +809,18 @@ fn the_sluicegate_strategy_runs_the_real_gate() {
             .iter()
             .map(|r| r.name.as_str())
             .collect::<Vec<_>>(),
+        sluicegate::sim::STRATEGIES
+    );
+    assert_eq!(
+        sluicegate::sim::STRATEGIES,
         [
             "unprotected",
             "token-bucket",
             "concurrency-limit",
-            "sluicegate"
+            "gradient2",
+            "bbr",
+            "sluicegate",
+            "sluicegate-auto"
         ]
     );
     let g = by_name(&report, "sluicegate");
@@ -839,7 +846,7 @@ fn every_builtin_scenario_runs_shortened() {
             p.duration /= 30;
         }
         let report = run_all(&s);
-        assert_eq!(report.strategies.len(), 4, "{name}");
+        assert_eq!(report.strategies.len(), 7, "{name}");
         for r in &report.strategies {
             assert!(
                 r.goodput_ratio.is_finite() && r.goodput_ratio >= 0.0,

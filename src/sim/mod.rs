@@ -1,5 +1,6 @@
 //! A deterministic overload simulator: the real [`Gate`](crate::Gate) against a modelled backend and
-//! modelled clients, in virtual time, next to no protection and the static limits in use today.
+//! modelled clients, in virtual time, next to no protection, the static limits in use today and two
+//! published adaptive limiters.
 //!
 //! # The model
 //! * **Backend** ([`Backend`]): W workers, a service-time distribution with mean S, so capacity
@@ -13,10 +14,19 @@
 //!   urgent requests. A client gives up on an attempt `timeout` after sending it: an attempt still
 //!   waiting for a token is abandoned (the ticket dropped); one in the backend keeps using it. Clients
 //!   may retry ([`Retry`]); a retry is a new attempt of the same logical request.
-//! * **Strategies** ([`Strategy`]): [`Unprotected`], [`TokenBucket`] (one bucket at a fixed rate,
-//!   default C with 100 ms of burst, refusing when empty), [`ConcurrencyLimit`] (a static in-flight
-//!   cap, default W) and [`Sluicegate`]: the real `Gate<ManualClock>` with the base configuration
-//!   overlaid with the scenario's `[gate]` and `[sampler]` tables.
+//! * **Strategies** ([`Strategy`], [`STRATEGIES`], run in this order):
+//!   * `unprotected` ([`Unprotected`]): everything goes to the backend.
+//!   * `token-bucket` ([`TokenBucket`]): one bucket at a fixed rate, default C with 100 ms of burst,
+//!     refusing when empty.
+//!   * `concurrency-limit` ([`ConcurrencyLimit`]): a static in-flight cap, default W.
+//!   * `gradient2` ([`Gradient2`]): Netflix concurrency-limits' adaptive `Gradient2Limit` with the
+//!     library's defaults ([`peers`]).
+//!   * `bbr` ([`Bbr`]): the BBR check of Sentinel's adaptive system protection as go-kratos
+//!     implements it, with kratos' defaults and worker utilisation standing in for CPU ([`peers`]).
+//!   * `sluicegate` ([`Sluicegate`]): the real `Gate<ManualClock>` with the base configuration
+//!     overlaid with the scenario's `[gate]` and `[sampler]` tables.
+//!   * `sluicegate-auto`: the real gate built from [`Config::default()`] alone, the shipped
+//!     defaults, with nothing from the scenario or the base configuration ([`run_gate`]).
 //!
 //! Every strategy runs on the same arrivals: the same seed gives the same arrival times, urgency
 //! flags, payloads and service-time draws, whatever the strategy does. A run never sleeps, and the
@@ -62,19 +72,21 @@
 //!     load = 0.5
 //! "#)?;
 //! let report = run(&scenario, &Config::default(), &mut |_| {})?;
-//! assert_eq!(report.strategies.len(), 4);
+//! assert_eq!(report.strategies.len(), 7);
 //! assert!(report.strategy("unprotected").is_some_and(|s| s.urgent_success > 0.9));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 mod engine;
 pub mod metrics;
+pub mod peers;
 mod reader;
 pub mod render;
 pub mod scenario;
 pub mod strategy;
 
 pub use metrics::{Report, StrategyReport, TimelineSample, SLICE_MS};
+pub use peers::{Bbr, Gradient2};
 pub use scenario::{
     Arrivals, Backend, Baselines, Clients, Distribution, Phase, Retry, RetryMode, Scenario,
     ScenarioError,
@@ -88,18 +100,22 @@ use crate::clock::ManualClock;
 use crate::config::{Config, ConfigError};
 
 /// The names of the built-in strategies, in the order [`run`] runs them.
-pub const STRATEGIES: [&str; 4] = [
+pub const STRATEGIES: [&str; 7] = [
     "unprotected",
     "token-bucket",
     "concurrency-limit",
+    "gradient2",
+    "bbr",
     "sluicegate",
+    "sluicegate-auto",
 ];
 
 /// Why a simulation could not run.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SimError {
-    /// The base configuration with the scenario's `[gate]` and `[sampler]` overlaid is not valid.
+    /// A gate configuration is not valid: the base configuration with the scenario's `[gate]` and
+    /// `[sampler]` overlaid (`sluicegate`), or the shipped defaults (`sluicegate-auto`).
     #[error("scenario `{scenario}`: invalid gate configuration: {source}")]
     Config {
         /// The scenario's name.
@@ -111,8 +127,9 @@ pub enum SimError {
 }
 
 /// Runs every built-in strategy ([`STRATEGIES`]) on `scenario` with its own seed. `base` is the gate
-/// configuration the scenario's `[gate]` and `[sampler]` tables are overlaid on. `progress` receives
-/// the fraction done, 0 to 1, about 200 times in all.
+/// configuration the scenario's `[gate]` and `[sampler]` tables are overlaid on for `sluicegate`
+/// (`sluicegate-auto` ignores both and uses [`Config::default()`]). `progress` receives the fraction
+/// done, 0 to 1, about 350 times in all.
 pub fn run(
     scenario: &Scenario,
     base: &Config,
@@ -156,7 +173,14 @@ pub fn run_with_seed(
                 let mut s = ConcurrencyLimit::new(limit);
                 run_strategy(scenario, seed, name, &mut s, &mut part)
             }
-            _ => run_sluicegate(scenario, seed, config.clone(), &mut part).map_err(|source| {
+            "gradient2" => run_strategy(scenario, seed, name, &mut Gradient2::new(), &mut part),
+            "bbr" => run_strategy(scenario, seed, name, &mut Bbr::new(), &mut part),
+            "sluicegate-auto" => run_gate(scenario, seed, name, Config::default(), &mut part)
+                .map_err(|source| SimError::Config {
+                    scenario: scenario.name.clone(),
+                    source,
+                })?,
+            _ => run_gate(scenario, seed, name, config.clone(), &mut part).map_err(|source| {
                 SimError::Config {
                     scenario: scenario.name.clone(),
                     source,
@@ -174,10 +198,24 @@ pub fn run_with_seed(
     })
 }
 
-/// Runs the real gate, built from `config` on a manual clock, on `scenario` with `seed`.
+/// Runs the real gate, built from `config` on a manual clock, on `scenario` with `seed`, reported as
+/// `sluicegate` ([`run_gate`] with that name).
 pub fn run_sluicegate(
     scenario: &Scenario,
     seed: u64,
+    config: Config,
+    progress: &mut dyn FnMut(f64),
+) -> Result<StrategyReport, ConfigError> {
+    run_gate(scenario, seed, "sluicegate", config, progress)
+}
+
+/// Runs the real gate, built from `config` on a manual clock, on `scenario` with `seed`, reporting it
+/// as `name`. `config` is used as given: the scenario's `[gate]` and `[sampler]` tables are not
+/// overlaid (see [`Scenario::gate_config`] for that). Fails if `config` is not valid.
+pub fn run_gate(
+    scenario: &Scenario,
+    seed: u64,
+    name: &str,
     config: Config,
     progress: &mut dyn FnMut(f64),
 ) -> Result<StrategyReport, ConfigError> {
@@ -185,13 +223,7 @@ pub fn run_sluicegate(
     let memory = SharedMemory::new(scenario.backend.memory_base, scenario.backend.memory_limit);
     let gate = simulated_gate(config, &clock, &memory)?;
     let mut strategy = Sluicegate::new(&gate, clock, memory);
-    Ok(run_strategy(
-        scenario,
-        seed,
-        "sluicegate",
-        &mut strategy,
-        progress,
-    ))
+    Ok(run_strategy(scenario, seed, name, &mut strategy, progress))
 }
 
 /// Runs one strategy (built-in or your own) on `scenario` with `seed`, reporting it as `name`.

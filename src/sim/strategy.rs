@@ -6,8 +6,9 @@
 //! when the backend has answered an admitted one ([`Strategy::complete`]). Times are nanoseconds of
 //! virtual time since the run began; they never go backwards.
 //!
-//! The built-in strategies are [`Unprotected`], [`TokenBucket`], [`ConcurrencyLimit`] and
-//! [`Sluicegate`] (the real [`Gate`] on a [`ManualClock`]). Others run through
+//! The built-in strategies are [`Unprotected`], [`TokenBucket`], [`ConcurrencyLimit`],
+//! [`Sluicegate`] (the real [`Gate`] on a [`ManualClock`]) and, in [`super::peers`], the adaptive
+//! [`Gradient2`](super::Gradient2) and [`Bbr`](super::Bbr). Others run through
 //! [`super::run_strategy`]:
 //!
 //! ```
@@ -217,8 +218,8 @@ impl Strategy for ConcurrencyLimit {
 }
 
 /// Attempt ids are sequential numbers; hashing them is a multiplication.
-#[derive(Default)]
-struct IdHasher(u64);
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
@@ -234,7 +235,8 @@ impl Hasher for IdHasher {
     }
 }
 
-type IdMap<V> = HashMap<AttemptId, V, BuildHasherDefault<IdHasher>>;
+/// A map keyed by attempt id, with the cheap [`IdHasher`].
+pub(crate) type IdMap<V> = HashMap<AttemptId, V, BuildHasherDefault<IdHasher>>;
 
 /// The memory a [`Sluicegate`] strategy's gate reads: updated from the backend, read by the gate's
 /// manual memory probe.
