@@ -46,6 +46,10 @@ pub const RATE_WINDOW: Duration = Duration::from_secs(3);
 pub const BASE_WINDOW: Duration = Duration::from_secs(10);
 /// The in-flight ceiling is the knee times `1 + HEADROOM` (plus two requests).
 pub const HEADROOM: f64 = 0.25;
+/// Headroom while the capacity is only a lower bound (no queue seen lately): the ceiling then sits
+/// at twice the knee measured, so that a service that was never saturated is not capped near its
+/// usual load, yet a sudden flood is still stopped at once.
+pub const UNCONFIRMED_HEADROOM: f64 = 1.0;
 /// Capacity growth factor while the ceiling refuses requests and latency stays at its base.
 pub const GROWTH: f64 = 1.5;
 /// Capacity growth factor once the service has been seen saturated.
@@ -58,6 +62,8 @@ pub const RATE_SAMPLES: f64 = 200.0;
 pub const LATENCY_SAMPLES: f64 = 100.0;
 /// Latencies per round: the base latency is the median of round means, each over this many calls.
 pub const ROUND_SAMPLES: u64 = 50;
+/// Clean rounds needed before latency is compared with the base latency.
+pub const SETTLED_ROUNDS: usize = 5;
 /// Rounds the median is taken over.
 pub const ROUNDS: usize = 31;
 /// Latency above `QUEUE_SIGNAL × base` means a queue has formed: the service is saturated.
@@ -127,8 +133,11 @@ pub struct Estimator {
     round: (f64, u64, bool),
     probe: Option<Probe>,
     probes: u64,
-    /// Whether a queue has been seen: the measured rate has been the service's capacity.
-    confirmed: bool,
+    /// When a queue was last seen: within [`RATE_WINDOW`] of it, the measured rate is the
+    /// service's capacity.
+    queue_seen: Option<Nanos>,
+    /// The latest tick's time.
+    now: Nanos,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -163,12 +172,14 @@ impl Estimator {
             round: (0.0, 0, true),
             probe: None,
             probes: 0,
-            confirmed: false,
+            queue_seen: None,
+            now: 0,
         }
     }
 
     /// Learns from one tick; returns the figures now in force.
     pub fn observe(&mut self, s: &TickSample) -> Learned {
+        self.now = self.now.max(s.now);
         if s.elapsed > 0 && s.completed > 0 {
             let secs = s.elapsed as f64 / 1e9;
             let rate = s.completed as f64 / secs;
@@ -191,15 +202,13 @@ impl Estimator {
         }
         self.expire_rate(s.now);
 
-        let queued = match (self.latency, self.base) {
-            (Some(l), Some((b, _))) => l > QUEUE_SIGNAL * b,
-            _ => false,
-        };
+        // Until a few clean rounds have set the base latency, "above the base" means nothing.
+        let queued = self.settled() && self.queued();
         if queued {
             // A queue has formed, so the ceiling is above the knee and the measured rate is the
             // service's: the floor that carried the capacity past what was measured can go.
             self.rate_floor = 0.0;
-            self.confirmed = true;
+            self.queue_seen = Some(s.now);
         }
 
         // Base latency: the median of the latest clean rounds (ticks where nothing queued because of
@@ -247,7 +256,7 @@ impl Estimator {
                 // Fast while the capacity has never been seen (a service that was never saturated
                 // can be far from its knee); gently once it has, so as not to overshoot into a
                 // queue that the probe then has to drain.
-                let gain = if self.confirmed {
+                let gain = if self.confirmed() {
                     GENTLE_GROWTH
                 } else {
                     GROWTH
@@ -285,7 +294,8 @@ impl Estimator {
         // complete than the service managed moments ago. A queue of our making does not lower the
         // completion rate; a slower service does, and its new base latency must be measured
         // before the ceiling shrinks with the falling rate.
-        let slowed = self.queued()
+        let slowed = self.settled()
+            && self.queued()
             && self
                 .rate
                 .zip(self.rate_best)
@@ -349,6 +359,19 @@ impl Estimator {
             .filter(|b| b.is_finite() && *b > 0.0)
     }
 
+    /// Whether the capacity estimate comes from a saturated service (a queue was seen within the
+    /// rate window), rather than being a lower bound.
+    pub fn confirmed(&self) -> bool {
+        self.queue_seen
+            .is_some_and(|at| self.now.saturating_sub(at) <= RATE_WINDOW_NS)
+    }
+
+    /// Whether the base latency rests on enough clean rounds (or a probe) to compare latencies
+    /// with.
+    fn settled(&self) -> bool {
+        self.clean.len() >= SETTLED_ROUNDS || self.probes > 0
+    }
+
     /// Whether the smoothed latency shows a queue above the base latency.
     fn queued(&self) -> bool {
         match (self.latency, self.base_latency()) {
@@ -374,7 +397,12 @@ impl Estimator {
         let ceiling = match (self.probe, knee) {
             (Some(p), _) => Some(p.ceiling),
             (None, Some(k)) => {
-                Some(((k as f64 * (1.0 + HEADROOM)).ceil() as u64).saturating_add(2))
+                let headroom = if self.confirmed() {
+                    HEADROOM
+                } else {
+                    UNCONFIRMED_HEADROOM
+                };
+                Some(((k as f64 * (1.0 + headroom)).ceil() as u64).saturating_add(2))
             }
             (None, None) => None,
         };

@@ -1045,6 +1045,17 @@ impl<C: Clock> Inner<C> {
         if self.in_flight.try_enter(cap) {
             return Ok(());
         }
+        // The non-urgent floor: whatever urgent demand takes, non-urgent requests get
+        // `non_urgent_qps` of the ceiling.
+        if urgency == Urgency::NonUrgent && hot.learning.load(Ordering::Relaxed) {
+            let now = now.unwrap_or_else(|| self.clock.now());
+            let floor = hot.bucket(false);
+            if self.non_urgent.reserve(now, 0, &floor).is_ok()
+                && self.in_flight.try_enter(ceiling.min(memory_hard))
+            {
+                return Ok(());
+            }
+        }
         let reason = if self.in_flight.current() >= memory_hard {
             RejectReason::MemoryCeiling
         } else {
@@ -1338,6 +1349,7 @@ impl<C: Clock> Inner<C> {
             0
         };
         self.evaluate_switch(&figures, m.thresholds, &mut m.calm_since, calm_for, now);
+        self.update_max_wait(m);
     }
 
     /// Pairs a new memory reading with the in-flight level and turns the memory marks into in-flight
@@ -1410,7 +1422,6 @@ impl<C: Clock> Inner<C> {
             .urgent_reserve
             .min(need + 3.0 * need.sqrt() + 1.0)
             .min((learned_ceiling - floor).max(0.0));
-        let learning = hot.learning.load(Ordering::Relaxed);
         let reserve_wanted = if g.max_in_flight.is_auto() {
             reserve_wanted
         } else {
@@ -1436,8 +1447,15 @@ impl<C: Clock> Inner<C> {
         hot.non_urgent_cap.store(non_urgent_cap, Ordering::Relaxed);
         hot.shared_cap
             .store(non_urgent_cap.min(soft), Ordering::Relaxed);
-        // Deadline-aware waiting: a token wait plus the expected latency must fit in
-        // request_timeout; while the service is saturated, waits are kept short.
+    }
+
+    /// Deadline-aware waiting: a token wait plus the expected latency must fit in `request_timeout`;
+    /// while the service is saturated (the switch is on, or the ceiling is lowered for a probe),
+    /// waits are kept short: a standing queue only makes every request old.
+    fn update_max_wait(&self, m: &Monitor) {
+        let hot = &self.hot;
+        let learning = hot.learning.load(Ordering::Relaxed);
+        let learned = m.learned;
         let timeout = hot.request_timeout.load(Ordering::Relaxed);
         let expected = if learning {
             m.figures.trimmed_mean.unwrap_or(0)
