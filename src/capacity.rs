@@ -299,9 +299,12 @@ impl Estimator {
             && self
                 .rate
                 .zip(self.rate_best)
-                .is_some_and(|(now, (best, _))| now < SLOWED * best)
-            && age > SLOW_PROBE_GAP_NS.max((10.0 * latency) as Nanos);
-        if s.ceiling_refused && (age > BASE_WINDOW_NS || slowed) {
+                .is_some_and(|(now, (best, _))| now < SLOWED * best);
+        // A gate started into a flood never sees a clean round: measure the base latency by
+        // probing instead.
+        let unsettled = !self.settled();
+        let early = (slowed || unsettled) && age > SLOW_PROBE_GAP_NS.max((10.0 * latency) as Nanos);
+        if s.ceiling_refused && (age > BASE_WINDOW_NS || early) {
             // Long enough for the queue to drain (the current latency) and then for a base latency
             // to be measured, with a tick to spare.
             let drain = ((2.0 * latency) as Nanos).saturating_add(s.elapsed);

@@ -292,11 +292,14 @@ struct Thresholds {
 #[derive(Debug, Clone, Copy, Default)]
 struct MemoryFit {
     last_bits: Option<u64>,
+    /// Requests in flight when the latest reading was taken (or first seen).
+    at_reading: u64,
     weight: f64,
     sx: f64,
     sy: f64,
     sxx: f64,
     sxy: f64,
+    syy: f64,
 }
 
 impl MemoryFit {
@@ -310,11 +313,33 @@ impl MemoryFit {
         self.sy = self.sy * d + ratio;
         self.sxx = self.sxx * d + in_flight * in_flight;
         self.sxy = self.sxy * d + in_flight * ratio;
+        self.syy = self.syy * d + ratio * ratio;
     }
 
     /// Memory ratio per request in flight. Where the readings do not tell (in-flight hardly varied),
     /// all memory is taken to be per request: an overestimate, so the projected ceilings err on the
     /// safe side.
+    /// The spread of readings around the fitted line (memory that the requests in flight do not
+    /// explain: payloads of different sizes), as a standard deviation of the ratio.
+    fn spread(&self) -> f64 {
+        if self.weight <= 1.0 {
+            return 0.0;
+        }
+        let w = self.weight;
+        let mx = self.sx / w;
+        let my = self.sy / w;
+        let var_x = self.sxx / w - mx * mx;
+        let cov = self.sxy / w - mx * my;
+        let var_y = self.syy / w - my * my;
+        let explained = if var_x > 0.0 { cov * cov / var_x } else { 0.0 };
+        let residual = var_y - explained;
+        if residual.is_finite() && residual > 0.0 {
+            residual.sqrt()
+        } else {
+            0.0
+        }
+    }
+
     fn per_request(&self, in_flight: u64, ratio: f64) -> Option<f64> {
         if self.weight > 0.0 {
             let mx = self.sx / self.weight;
@@ -718,10 +743,18 @@ impl<C: Clock> Gate<C> {
     /// Reads the memory probe now (on the calling thread). With [`GateBuilder::manual_memory_probe`]
     /// this is the only way memory is read; otherwise the background thread does it anyway.
     pub fn refresh_memory(&self) -> Option<f64> {
-        match &self.inner.probe {
-            Some(p) => self.inner.memory.refresh_from(&**p),
+        let inner = &*self.inner;
+        let ratio = match &inner.probe {
+            Some(p) => inner.memory.refresh_from(&**p),
             None => None,
+        };
+        // Pair the reading with the in-flight level it was taken at, so that the memory marks
+        // become in-flight levels without the error of a later tick.
+        let in_flight = inner.in_flight.current();
+        if let Some(mut m) = inner.monitor.try_lock() {
+            inner.fit_memory(&mut m, in_flight);
         }
+        ratio
     }
 
     /// What the gate sees now. Runs the sampler's tick if it is due.
@@ -765,6 +798,8 @@ impl<C: Clock> Gate<C> {
                 max_in_flight: inner.hot.max_in_flight.load(Ordering::Relaxed),
                 shared_in_flight: inner.hot.shared_cap.load(Ordering::Relaxed),
                 max_wait: Duration::from_nanos(inner.hot.max_wait.load(Ordering::Relaxed)),
+                memory_soft_in_flight: inner.hot.memory_soft_cap.load(Ordering::Relaxed),
+                memory_hard_in_flight: inner.hot.memory_hard_cap.load(Ordering::Relaxed),
             },
         }
     }
@@ -1056,7 +1091,12 @@ impl<C: Clock> Inner<C> {
                 return Ok(());
             }
         }
-        let reason = if self.in_flight.current() >= memory_hard {
+        let n = self.in_flight.current();
+        let memory_bound = match urgency {
+            Urgency::Urgent => n >= memory_hard,
+            Urgency::NonUrgent => n >= hot.memory_soft_cap.load(Ordering::Relaxed).min(memory_hard),
+        };
+        let reason = if memory_bound {
             RejectReason::MemoryCeiling
         } else {
             RejectReason::InFlightCeiling
@@ -1363,13 +1403,18 @@ impl<C: Clock> Inner<C> {
         };
         if m.memory.last_bits != Some(ratio.to_bits()) {
             m.memory.last_bits = Some(ratio.to_bits());
+            m.memory.at_reading = in_flight;
             m.memory.add(in_flight as f64, ratio);
         }
+        let in_flight = m.memory.at_reading;
         let settings = self.settings.load();
         let g = &settings.config.gate;
+        // One standard deviation of what the fit does not explain is kept free: requests differ
+        // in size, and the next reading may come after a run of large ones.
+        let spread = m.memory.spread();
         let level = |mark: f64| match m.memory.per_request(in_flight, ratio) {
             Some(per) => {
-                let room = (mark - ratio) / per;
+                let room = (mark - spread - ratio) / per;
                 let n = in_flight as f64 + room;
                 if n.is_finite() {
                     n.max(0.0) as u64

@@ -65,4 +65,10 @@ pub struct Limits {
     pub shared_in_flight: u64,
     /// Longest a request may wait for a token now.
     pub max_wait: Duration,
+    /// In-flight level at which memory is projected to reach `memory_soft_ratio`; `u64::MAX` while
+    /// memory is unknown.
+    pub memory_soft_in_flight: u64,
+    /// In-flight level at which memory is projected to reach `max_memory_ratio`; `u64::MAX` while
+    /// memory is unknown.
+    pub memory_hard_in_flight: u64,
 }

@@ -64,7 +64,7 @@ fn defaults_learn_the_four_capacity_figures_and_keep_the_seeds_other_figures() {
     assert_eq!(sampler.trim, 0.1);
     assert_eq!(sampler.min_samples, 50);
     assert_eq!(sampler.tick, Duration::from_millis(100));
-    assert_eq!(sampler.probe_interval, Duration::from_secs(1));
+    assert_eq!(sampler.probe_interval, Duration::from_millis(100));
     let routes = &config.routes;
     assert!(routes.urgent.is_empty());
     assert!(routes.non_urgent.is_empty());

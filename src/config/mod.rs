@@ -150,7 +150,8 @@ pub struct SamplerConfig {
     /// How often the auto switch is evaluated; greater than zero. Default 100 ms.
     #[serde(with = "units::duration")]
     pub tick: Duration,
-    /// How often the memory probe refreshes, off the request path; greater than zero. Default 1 s.
+    /// How often the memory probe refreshes, off the request path; greater than zero. Default 100 ms:
+    /// a reading costs microseconds, and the memory ceilings are only as good as the latest one.
     #[serde(with = "units::duration")]
     pub probe_interval: Duration,
 }
@@ -201,7 +202,7 @@ impl Default for SamplerConfig {
             trim: 0.1,
             min_samples: 50,
             tick: Duration::from_millis(100),
-            probe_interval: Duration::from_secs(1),
+            probe_interval: Duration::from_millis(100),
         }
     }
 }
