@@ -45,7 +45,7 @@ use parking_lot::Mutex;
 use crate::bucket::{Bucket, BucketParams, Reservation};
 use crate::capacity::{Estimator, Learned, TickSample, HEADROOM};
 use crate::clock::{duration_to_nanos, Clock, MonotonicClock, Nanos};
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, Waiting};
 use crate::counters::{Counters, Event, Stripes};
 use crate::inflight::InFlight;
 use crate::lookup::{LookupCache, UrgencyLookup};
@@ -131,6 +131,9 @@ struct HotLimits {
     /// work-conserving tokens, deadline-aware waiting, a calm second before the switch turns off)
     /// apply then; a config of fixed numbers behaves as the seed's gate.
     learning: AtomicBool,
+    /// The handler latency a request admitted now is expected to take (the trimmed mean), with
+    /// any learned figure; 0 otherwise.
+    expected_latency: AtomicU64,
     /// The urgency of a request without an explicit one when no route table and no lookup can tell
     /// otherwise; [`NEEDS_SETTINGS`] when they can.
     implicit_urgency: AtomicU8,
@@ -923,6 +926,16 @@ impl<'g, C: Clock> Ticket<'g, C> {
     }
 
     fn finish(mut self) -> Result<Permit<'g, C>, Rejection> {
+        let hot = &self.inner.hot;
+        let expected = hot.expected_latency.load(Ordering::Relaxed);
+        let timeout = hot.request_timeout.load(Ordering::Relaxed);
+        if expected > 0 && self.reservation.wait.saturating_add(expected) > timeout {
+            // Latency has grown while it waited: served now, it would answer after its deadline.
+            // Its token is spent either way; the slot goes to a request that can still make it.
+            self.done = true;
+            self.inner.waiters.fetch_sub(1, Ordering::AcqRel);
+            return Err(self.inner.refuse(RejectReason::RateLimited, None));
+        }
         self.done = true;
         self.inner.waiters.fetch_sub(1, Ordering::AcqRel);
         self.inner.stripes.add_wait(self.reservation.wait);
@@ -1508,7 +1521,9 @@ impl<C: Clock> Inner<C> {
             0
         };
         let mut max_wait = timeout.saturating_sub(expected);
-        let saturated = self.switch.load().on || learned.probing;
+        let adaptive = self.settings.load().config.gate.waiting == Waiting::Adaptive;
+        hot.expected_latency.store(expected, Ordering::Relaxed);
+        let saturated = adaptive && (self.switch.load().on || learned.probing);
         if saturated && expected > 0 {
             max_wait = max_wait.min((expected as f64 * STANDING_WAIT_SHARE) as u64);
         }

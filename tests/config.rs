@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use sluicegate::config::{
-    Config, ConfigError, GateConfig, Limit, RoutesConfig, SamplerConfig, Violation,
+    Config, ConfigError, GateConfig, Limit, RoutesConfig, SamplerConfig, Violation, Waiting,
 };
 use sluicegate::request::Urgency;
 use sluicegate::switch::SwitchMode;
@@ -850,6 +850,7 @@ fn valid_config() -> impl Strategy<Value = Config> {
                     memory_limit: limit,
                     burst,
                     switch,
+                    waiting: Waiting::Fifo,
                 }
             },
         );
