@@ -462,6 +462,7 @@ fn goodput_success_latency_and_reaction_of_a_concurrency_limit() {
     assert_eq!(r.timeline[0].t_ms, 0);
     assert_eq!(r.timeline[0].load, 2.0);
     assert_eq!(r.timeline[0].mean_latency_ms, Some(10.0));
+    assert_eq!(r.timeline[0].p99_ms, Some(10.0));
     // The run lasts the phase plus one client timeout: 2 s, 20 slices.
     assert_eq!(r.timeline.len(), 20);
     assert_eq!(r.timeline[15].load, 0.0);
@@ -521,7 +522,54 @@ fn wasted_work_timeouts_percentiles_and_memory() {
     let timed_out: u32 = r.timeline.iter().map(|t| t.timed_out).sum();
     assert_eq!(timed_out, 5);
     assert_eq!(r.timeline[0].mean_latency_ms, Some(15.0));
+    // Answered in time in slice 0: latencies 10, 15 and 20 ms; the ⌈0.99·3⌉ = 3rd is 20.
+    assert_eq!(r.timeline[0].p99_ms, Some(20.0));
+    assert!(r.timeline[1..].iter().all(|t| t.p99_ms.is_none()));
     assert!(close(r.timeline[0].memory_ratio, 0.1, 1e-9)); // all answered by 80 ms
+}
+
+/// The per-slice p99, by hand. W = 1, S = 600 µs constant (C = 1666.7 rps), an arrival every 500 µs
+/// (load 1.2) for 200 ms: request k arrives at 0.5k ms, starts at 0.6k ms and is answered at
+/// 0.6(k + 1) ms, after 0.6 + 0.1k ms. No answer falls on a slice boundary.
+/// * Slice 0 answers k = 0..=165 (n = 166, 0.6 to 17.1 ms): the ⌈0.99·166⌉ = 165th is k = 164, 17.0 ms
+///   (not the maximum: the rank is nearest-rank, exact).
+/// * Slice 1 answers k = 166..=332 (n = 167): the 166th is k = 331, 33.7 ms.
+/// * Slice 2 answers k = 333..=399 (n = 67): the 67th, the last, is k = 399, 40.5 ms.
+/// * Later slices answer nothing: `None`.
+#[test]
+fn per_slice_p99_on_a_hand_checked_queue() {
+    let s = scenario(
+        r#"
+        name = "p99-by-hand"
+        [backend]
+        workers = 1
+        service_time = "600us"
+        distribution = "constant"
+        [clients]
+        arrivals = "uniform"
+        timeout = "1s"
+        [[phase]]
+        duration = "200ms"
+        load = 1.2
+        "#,
+    );
+    let r = unprotected(&s);
+    let answered: Vec<u32> = r
+        .timeline
+        .iter()
+        .map(|t| t.answered_urgent + t.answered_non_urgent)
+        .collect();
+    assert_eq!(&answered[..4], [166, 167, 67, 0]);
+    let p99: Vec<Option<f64>> = r.timeline.iter().map(|t| t.p99_ms).collect();
+    assert_eq!(&p99[..3], [Some(17.0), Some(33.7), Some(40.5)]);
+    assert!(p99[3..].iter().all(Option::is_none), "{p99:?}");
+    // The mean of slice 0 is (0.6 + 17.1) / 2.
+    let mean = r.timeline[0].mean_latency_ms.unwrap_or_default();
+    assert!(close(mean, 8.85, 1e-9), "{mean}");
+    // The whole run's p99 comes from the histogram: within its 3 significant digits of the
+    // ⌈0.99·400⌉ = 396th latency, k = 395, 40.1 ms.
+    let run_p99 = r.p99_ms.unwrap_or_default();
+    assert!(close(run_p99, 40.1, 0.05), "{run_p99}");
 }
 
 /// A strategy of our own: refuses from `refuse_from` until `refuse_until` and has a switch on until

@@ -285,6 +285,9 @@ pub(crate) struct Engine<'a> {
     memory_used: u64,
 
     slice: SliceAcc,
+    /// Arrival-to-answer latencies (ns) of the attempts answered in time during the current slice,
+    /// for its p99; emptied (capacity kept) at each slice end.
+    slice_latencies: Vec<Nanos>,
     timeline: Vec<TimelineSample>,
     offered: [u64; 2],
     succeeded: [u64; 2],
@@ -368,6 +371,7 @@ impl<'a> Engine<'a> {
             waiting: 0,
             memory_used: scenario.backend.memory_base,
             slice: SliceAcc::default(),
+            slice_latencies: Vec::new(),
             timeline: Vec::new(),
             offered: [0; 2],
             succeeded: [0; 2],
@@ -671,6 +675,7 @@ impl<'a> Engine<'a> {
             }
             self.slice.latency_sum += latency as f64;
             self.slice.latency_n += 1;
+            self.slice_latencies.push(latency);
             if a.urgent {
                 self.slice.answered_urgent += 1;
             } else {
@@ -754,6 +759,8 @@ impl<'a> Engine<'a> {
             self.last_switch_on = Some(self.now);
         }
         let s = std::mem::take(&mut self.slice);
+        let p99_ms = nearest_rank(&mut self.slice_latencies, 99).map(ms);
+        self.slice_latencies.clear();
         self.timeline.push(TimelineSample {
             t_ms: start / 1_000_000,
             load: self.load_at(start),
@@ -767,6 +774,7 @@ impl<'a> Engine<'a> {
             waiting: u32::try_from(self.waiting).unwrap_or(u32::MAX),
             mean_latency_ms: (s.latency_n > 0)
                 .then(|| s.latency_sum / f64::from(s.latency_n) / 1e6),
+            p99_ms,
             switch_on: on,
             memory_ratio: self.memory_used as f64 / self.scenario.backend.memory_limit as f64,
         });
@@ -845,6 +853,19 @@ impl<'a> Engine<'a> {
         }
         Some(at)
     }
+}
+
+/// The `percent`-th percentile of `values` by the nearest-rank rule: the ⌈percent·n/100⌉-th smallest
+/// (at least the first); `None` if there are none. Reorders `values`; linear time on average, so a
+/// slice costs time in proportion to its answers and nothing when it has none.
+fn nearest_rank(values: &mut [Nanos], percent: usize) -> Option<Nanos> {
+    let n = values.len();
+    if n == 0 {
+        return None;
+    }
+    let rank = (n.saturating_mul(percent.min(100)).div_ceil(100)).max(1);
+    let (_, value, _) = values.select_nth_unstable(rank - 1);
+    Some(*value)
 }
 
 /// A service-time draw with mean 1.

@@ -81,6 +81,10 @@ pub struct TimelineSample {
     pub waiting: u32,
     /// Mean arrival-to-answer latency of the requests answered in time in the slice.
     pub mean_latency_ms: Option<f64>,
+    /// 99th percentile of the arrival-to-answer latency of the requests answered in time in the slice:
+    /// the ⌈0.99·n⌉-th smallest of those n latencies, exact (not from a histogram); `None` if none was
+    /// answered in time in the slice.
+    pub p99_ms: Option<f64>,
     /// Whether the strategy's switch was on at the end of the slice (always false without a switch).
     pub switch_on: bool,
     /// Backend memory use ÷ limit at the end of the slice.

@@ -58,6 +58,9 @@
 //!   start (0 after the phases), `in_flight`, `waiting`, `switch_on` and `memory_ratio` are read at
 //!   its end.
 //!
+//! [`family`] runs a family of backends (200 to 50,000 rps, 1 to 500 ms) and checks the bars of a
+//! gate that learns capacity by itself.
+//!
 //! ```
 //! use sluicegate::sim::{run, Scenario};
 //! use sluicegate::Config;
@@ -78,6 +81,7 @@
 //! ```
 
 mod engine;
+pub mod family;
 pub mod metrics;
 pub mod peers;
 mod reader;

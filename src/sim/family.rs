@@ -1,0 +1,894 @@
+//! The backend family of issue 5: does a gate that learns capacity by itself meet the bars on every
+//! backend, from 200 to 50,000 requests per second and from 1 ms to 500 ms of service time, without
+//! one setting changed?
+//!
+//! # The family
+//! [`backends`] is a grid of [`BackendSpec`]s (capacity C, mean service time S) covering both ends of
+//! both axes. Every backend has W = round(C·S) workers, exponential service times, congestion 0.1
+//! and the memory of the `flash-crowd` scenario (512 MiB base, 1 MiB per request in flight, 2 GiB
+//! limit). The clients send Poisson arrivals without retries, give up after max(1 s, 50·S) and hold
+//! an SLO of 5·S.
+//!
+//! The grid keeps to W = C·S ≥ 10 workers ([`MIN_WORKERS`]): with exponential service times, fewer
+//! workers leave even a perfect limit that never changes little or no room to meet the bars. The
+//! service time alone has a p99 of ln(100)·S ≈ 4.6·S, which leaves 0.4·S of waiting before the
+//! SLO of 5·S, and the fewer the workers, the more waiting it takes to keep them busy. In the
+//! steady state of an M/M/W queue with a limit of W + q requests in flight (no congestion): without
+//! a queue (q = 0) the workers are busy 92 % of the time at 2× when W = 10 (Erlang's loss formula),
+//! below the 0.95 goodput bar; q = 1 to 3 meets both the goodput bars and p99 ≤ 5·S at 2× and at
+//! 10×; at W = 6 only q = 2 does, and for W ≤ 5 no q meets both loads (W = 5 needs q = 2 at 2× and
+//! q ≤ 1 at 10×). Without any limit, the p99 at 0.9× is 6.2·S at W = 10 and still 5.04·S at
+//! W = 20, so on the smaller backends of the family the gate must keep latency in check below
+//! capacity too, without flipping its switch.
+//!
+//! Each backend runs these scenarios ([`Traffic`]), every phase a whole number of 100 ms slices:
+//! * [`Traffic::Step`]: a warm-up at 0.6·C (max(3 s, 30·S)), a step to `load`·C (max(5 s, 20·S))
+//!   and a cool-down at 0.6·C (max(3 s, 20·S)), 30 % urgent throughout ([`step_scenario`]), at every
+//!   load of [`LOADS`];
+//! * [`Traffic::LightUrgent`]: the same phases with urgent traffic steady at 0.1·C and non-urgent
+//!   traffic at 0.5·C, then 3·C during the step ([`light_urgent_scenario`]);
+//! * [`Traffic::PriorityFlood`]: urgent traffic steady at 0.3·C, non-urgent 0.3·C, then 6·C during
+//!   the step, like the built-in `priority-flood` ([`priority_flood_scenario`]).
+//!
+//! # The bars
+//! [`check_backend`] checks `sluicegate-auto` ([`AUTO`]) against every bar of the issue that the
+//! reports at hand allow (a bar whose scenario was not run is not checked):
+//! * goodput ([`StrategyReport::goodput_ratio`], the step phase) ≥ 0.95 at 2× and ≥ 0.90 at 10×;
+//! * urgent success ≥ 99.9 % in the priority flood; in the light-urgent scenario the non-urgent
+//!   class gets ≥ 80 % of the capacity urgent traffic leaves idle ([`idle_capacity_share`]);
+//! * the run's p99 of answered requests ≤ the SLO at every load;
+//! * at the 5× step ([`STEP_LOAD`]), a reaction ([`StrategyReport::reaction_ms`]) within one sampler
+//!   tick (a parameter; the gate's default is 100 ms) and convergence ([`convergence_ms`]) within
+//!   300 ms of the step;
+//! * no switch flip at loads ≤ 0.9, at most 2 (one on/off pair) in a run with one overload episode;
+//! * at least the goodput of every peer at every load ≥ 2×, and at least the urgent success of every
+//!   peer in every scenario. The peers are every strategy of the report other than `sluicegate` and
+//!   `sluicegate-auto` (and the strategy checked, when [`check_backend_for`] checks another).
+//!
+//! The convergence bar reads single 100 ms slices, which are noisy where a slice holds few answers.
+//! Behind `concurrency-limit` at W, where every answer takes its bare service time (nothing a gate
+//! can improve on), the per-slice p99 exceeds 5·S in 4 % to 30 % of the slices of the 5× step on
+//! the backends up to 10,000 rps, and on the 200 rps backends about a quarter of the slices answer
+//! fewer than 0.9·C (Poisson noise on 20 answers a slice): with seed 1 it converges only on the two
+//! 50,000 rps backends. `examples/sim_family.rs` prints how many bars that reference meets.
+//!
+//! ```
+//! use sluicegate::sim::family::{self, BackendSpec, Traffic};
+//! use std::time::Duration;
+//!
+//! let spec = BackendSpec { capacity_rps: 200.0, service_time: Duration::from_millis(50) };
+//! let scenario = family::step_scenario(&spec, 2.0);
+//! assert_eq!(scenario.backend.workers, 10);
+//! assert_eq!(scenario.capacity(), 200.0);
+//! assert_eq!(scenario.clients.slo, Duration::from_millis(250));
+//! assert_eq!(scenario.phases.len(), 3);
+//! assert_eq!(Traffic::Step(2.0).label(), "step 2x");
+//! ```
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use toml::Table;
+
+use super::metrics::{Report, StrategyReport, TimelineSample, SLICE_MS};
+use super::scenario::{
+    Arrivals, Backend, Baselines, Clients, Distribution, Phase, Retry, RetryMode, Scenario,
+};
+use super::{run_with_seed, SimError};
+use crate::config::Config;
+
+/// The strategy the bars are about: the real gate on the shipped default configuration, learning
+/// capacity by itself.
+pub const AUTO: &str = "sluicegate-auto";
+/// The hand-configured gate; like [`AUTO`], not a peer.
+pub const GATE: &str = "sluicegate";
+
+/// The loads of the step scenarios, as multiples of C.
+pub const LOADS: [f64; 6] = [0.5, 0.9, 1.5, 2.0, 5.0, 10.0];
+/// The step of the reaction and convergence bars.
+pub const STEP_LOAD: f64 = 5.0;
+/// Load of the warm-up and the cool-down of every scenario.
+pub const BASE_LOAD: f64 = 0.6;
+/// Share of urgent requests in the step scenarios.
+pub const URGENT_SHARE: f64 = 0.3;
+/// The fewest workers a backend of the family has (see the module documentation).
+pub const MIN_WORKERS: u32 = 10;
+/// The seed every family scenario carries.
+pub const SEED: u64 = 1;
+
+/// Goodput bar at 2×.
+pub const GOODPUT_AT_2X: f64 = 0.95;
+/// Goodput bar at 10×.
+pub const GOODPUT_AT_10X: f64 = 0.90;
+/// Urgent success bar in the priority flood.
+pub const URGENT_SUCCESS: f64 = 0.999;
+/// Share of the idle capacity the non-urgent class must get when urgent traffic is light.
+pub const IDLE_CAPACITY_SHARE: f64 = 0.8;
+/// Converged within this many milliseconds of the step.
+pub const CONVERGENCE_MS: f64 = 300.0;
+/// A converged slice answers at least this share of what C serves in a slice.
+pub const CONVERGED_GOODPUT: f64 = 0.9;
+/// Most switch flips in a run with one overload episode (one on/off pair).
+pub const FLIPS_PER_EPISODE: u64 = 2;
+/// Loads up to this one must not flip the switch.
+pub const QUIET_LOAD: f64 = 0.9;
+
+/// Urgent and non-urgent load (multiples of C) of [`Traffic::LightUrgent`]'s step.
+pub const LIGHT_URGENT: (f64, f64) = (0.1, 3.0);
+/// Urgent and non-urgent load (multiples of C) of [`Traffic::PriorityFlood`]'s step.
+pub const PRIORITY_FLOOD: (f64, f64) = (0.3, 6.0);
+
+/// One backend of the family: capacity and mean service time; W = round(C·S) workers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BackendSpec {
+    /// Capacity C, requests per second.
+    pub capacity_rps: f64,
+    /// Mean service time S.
+    pub service_time: Duration,
+}
+
+/// The family: eight backends from 200 to 50,000 rps and 1 ms to 500 ms, all with W = C·S ≥ 10
+/// ([`MIN_WORKERS`]), ordered by capacity then service time.
+///
+/// | C (rps) | S | W |
+/// | --- | --- | --- |
+/// | 200 | 50 ms | 10 |
+/// | 200 | 500 ms | 100 |
+/// | 1,000 | 100 ms | 100 |
+/// | 3,200 | 20 ms | 64 |
+/// | 10,000 | 1 ms | 10 |
+/// | 10,000 | 5 ms | 50 |
+/// | 50,000 | 1 ms | 50 |
+/// | 50,000 | 20 ms | 1,000 |
+pub fn backends() -> Vec<BackendSpec> {
+    [
+        (200.0, 50),
+        (200.0, 500),
+        (1_000.0, 100),
+        (3_200.0, 20),
+        (10_000.0, 1),
+        (10_000.0, 5),
+        (50_000.0, 1),
+        (50_000.0, 20),
+    ]
+    .into_iter()
+    .map(|(capacity_rps, ms)| BackendSpec {
+        capacity_rps,
+        service_time: Duration::from_millis(ms),
+    })
+    .collect()
+}
+
+/// `d` rounded up to a whole number of timeline slices.
+fn whole_slices(d: Duration) -> Duration {
+    let slices = d.as_millis().div_ceil(u128::from(SLICE_MS));
+    Duration::from_millis(
+        u64::try_from(slices.saturating_mul(u128::from(SLICE_MS))).unwrap_or(u64::MAX),
+    )
+}
+
+/// A figure without a useless `.0`: `200`, `0.5`, `1234.5`.
+fn figure(x: f64) -> String {
+    let s = format!("{x:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_owned()
+}
+
+impl BackendSpec {
+    /// W = round(C·S), at least 1 (and at most 1,000,000, the scenario model's limit).
+    pub fn workers(&self) -> u32 {
+        let w = (self.capacity_rps * self.service_time.as_secs_f64()).round();
+        if w.is_finite() {
+            w.clamp(1.0, 1_000_000.0) as u32
+        } else {
+            1
+        }
+    }
+
+    /// The SLO of its clients: 5·S.
+    pub fn slo(&self) -> Duration {
+        self.service_time.saturating_mul(5)
+    }
+
+    /// How long its clients wait for an answer: max(1 s, 50·S).
+    pub fn client_timeout(&self) -> Duration {
+        self.service_time
+            .saturating_mul(50)
+            .max(Duration::from_secs(1))
+    }
+
+    /// The warm-up at 0.6·C: max(3 s, 30·S), in whole slices.
+    pub fn warm_up(&self) -> Duration {
+        whole_slices(
+            self.service_time
+                .saturating_mul(30)
+                .max(Duration::from_secs(3)),
+        )
+    }
+
+    /// The step: max(5 s, 20·S), in whole slices.
+    pub fn step(&self) -> Duration {
+        whole_slices(
+            self.service_time
+                .saturating_mul(20)
+                .max(Duration::from_secs(5)),
+        )
+    }
+
+    /// The cool-down at 0.6·C: max(3 s, 20·S), in whole slices.
+    pub fn cool_down(&self) -> Duration {
+        whole_slices(
+            self.service_time
+                .saturating_mul(20)
+                .max(Duration::from_secs(3)),
+        )
+    }
+
+    /// The step phase in milliseconds since the run began: from the end of the warm-up to the start
+    /// of the cool-down.
+    pub fn step_window_ms(&self) -> Range<u64> {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let start = ms(self.warm_up());
+        start..start.saturating_add(ms(self.step()))
+    }
+
+    /// A short name: `200rps-50ms`.
+    pub fn label(&self) -> String {
+        format!(
+            "{}rps-{}ms",
+            figure(self.capacity_rps),
+            figure(self.service_time.as_secs_f64() * 1e3)
+        )
+    }
+}
+
+/// The kind of traffic one scenario of the family sends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Traffic {
+    /// 0.6·C, then `load`·C, then 0.6·C, 30 % urgent ([`step_scenario`]).
+    Step(f64),
+    /// Urgent steady at 0.1·C, non-urgent 0.5·C then 3·C then 0.5·C ([`light_urgent_scenario`]).
+    LightUrgent,
+    /// Urgent steady at 0.3·C, non-urgent 0.3·C then 6·C then 0.3·C ([`priority_flood_scenario`]).
+    PriorityFlood,
+}
+
+impl Traffic {
+    /// Every scenario of a backend: a step per load of `loads`, then the light-urgent and the
+    /// priority-flood scenarios.
+    pub fn all(loads: &[f64]) -> Vec<Traffic> {
+        loads
+            .iter()
+            .map(|&l| Traffic::Step(l))
+            .chain([Traffic::LightUrgent, Traffic::PriorityFlood])
+            .collect()
+    }
+
+    /// `step 2x`, `light-urgent`, `priority-flood`.
+    pub fn label(&self) -> String {
+        match self {
+            Traffic::Step(load) => format!("step {}x", figure(*load)),
+            Traffic::LightUrgent => "light-urgent".to_owned(),
+            Traffic::PriorityFlood => "priority-flood".to_owned(),
+        }
+    }
+
+    /// The total load of the step phase, as a multiple of C.
+    pub fn step_load(&self) -> f64 {
+        match self {
+            Traffic::Step(load) => *load,
+            Traffic::LightUrgent => LIGHT_URGENT.0 + LIGHT_URGENT.1,
+            Traffic::PriorityFlood => PRIORITY_FLOOD.0 + PRIORITY_FLOOD.1,
+        }
+    }
+
+    /// The scenario of this traffic on `spec`.
+    pub fn scenario(&self, spec: &BackendSpec) -> Scenario {
+        match self {
+            Traffic::Step(load) => step_scenario(spec, *load),
+            Traffic::LightUrgent => light_urgent_scenario(spec),
+            Traffic::PriorityFlood => priority_flood_scenario(spec),
+        }
+    }
+}
+
+/// A phase of `duration` with `urgent` and `non_urgent` load (multiples of C).
+fn phase(duration: Duration, urgent: f64, non_urgent: f64) -> Phase {
+    let load = urgent + non_urgent;
+    Phase {
+        duration,
+        load,
+        urgent_share: if load > 0.0 { urgent / load } else { 0.0 },
+        service_factor: 1.0,
+    }
+}
+
+/// The scenario of `spec` with the given (urgent, non-urgent) loads before and after the step and
+/// during it.
+fn scenario(spec: &BackendSpec, name: String, base: (f64, f64), step: (f64, f64)) -> Scenario {
+    Scenario {
+        name,
+        seed: SEED,
+        backend: Backend {
+            workers: spec.workers(),
+            service_time: spec.service_time,
+            distribution: Distribution::Exponential,
+            congestion: 0.1,
+            memory_base: 512 << 20,
+            memory_per_request: 1 << 20,
+            memory_limit: 2 << 30,
+            heavy_share: 0.0,
+            heavy_factor: 1.0,
+        },
+        clients: Clients {
+            arrivals: Arrivals::Poisson,
+            timeout: spec.client_timeout(),
+            slo: spec.slo(),
+            urgent_share: URGENT_SHARE,
+            retry: Retry {
+                mode: RetryMode::None,
+                max_attempts: 1,
+                base: Duration::from_millis(100),
+                jitter: 0.5,
+                honour_retry_after: true,
+            },
+        },
+        phases: vec![
+            phase(spec.warm_up(), base.0, base.1),
+            phase(spec.step(), step.0, step.1),
+            phase(spec.cool_down(), base.0, base.1),
+        ],
+        gate: Table::new(),
+        sampler: Table::new(),
+        baselines: Baselines {
+            token_bucket_rate: None,
+            token_bucket_burst: Duration::from_millis(100),
+            concurrency_limit: None,
+        },
+    }
+}
+
+/// The step scenario of `spec` at `load` (a multiple of C): warm-up at 0.6·C, the step at `load`·C,
+/// cool-down at 0.6·C, 30 % urgent throughout; W = round(C·S) workers, exponential service times,
+/// congestion 0.1, flash-crowd memory, Poisson arrivals, client timeout max(1 s, 50·S), SLO 5·S, no
+/// retries, no `[gate]` or `[sampler]` table (every strategy runs on the base configuration).
+pub fn step_scenario(spec: &BackendSpec, load: f64) -> Scenario {
+    let share = |l: f64| (l * URGENT_SHARE, l * (1.0 - URGENT_SHARE));
+    scenario(
+        spec,
+        format!("{} {}", spec.label(), Traffic::Step(load).label()),
+        share(BASE_LOAD),
+        share(load),
+    )
+}
+
+/// Light urgent traffic: urgent 0.1·C throughout, non-urgent 0.5·C, then 3·C during the step, then
+/// 0.5·C; otherwise as [`step_scenario`].
+pub fn light_urgent_scenario(spec: &BackendSpec) -> Scenario {
+    let (urgent, flood) = LIGHT_URGENT;
+    scenario(
+        spec,
+        format!("{} {}", spec.label(), Traffic::LightUrgent.label()),
+        (urgent, BASE_LOAD - urgent),
+        (urgent, flood),
+    )
+}
+
+/// A priority flood: urgent 0.3·C throughout, non-urgent 0.3·C, then 6·C during the step, then
+/// 0.3·C; otherwise as [`step_scenario`].
+pub fn priority_flood_scenario(spec: &BackendSpec) -> Scenario {
+    let (urgent, flood) = PRIORITY_FLOOD;
+    scenario(
+        spec,
+        format!("{} {}", spec.label(), Traffic::PriorityFlood.label()),
+        (urgent, BASE_LOAD - urgent),
+        (urgent, flood),
+    )
+}
+
+/// One scenario of a backend and its report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FamilyRun {
+    /// What traffic the scenario sent.
+    pub traffic: Traffic,
+    /// Every strategy's figures.
+    pub report: Report,
+}
+
+/// The reports of one backend of the family.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackendReports {
+    /// The backend.
+    pub spec: BackendSpec,
+    /// Its scenarios, in the order of [`Traffic::all`].
+    pub runs: Vec<FamilyRun>,
+}
+
+impl BackendReports {
+    /// The report of the step scenario at `load`, if it ran.
+    pub fn step(&self, load: f64) -> Option<&Report> {
+        self.find(|t| matches!(t, Traffic::Step(l) if (l - load).abs() < 1e-9))
+    }
+
+    /// The report of the light-urgent scenario, if it ran.
+    pub fn light_urgent(&self) -> Option<&Report> {
+        self.find(|t| t == Traffic::LightUrgent)
+    }
+
+    /// The report of the priority-flood scenario, if it ran.
+    pub fn priority_flood(&self) -> Option<&Report> {
+        self.find(|t| t == Traffic::PriorityFlood)
+    }
+
+    fn find(&self, which: impl Fn(Traffic) -> bool) -> Option<&Report> {
+        self.runs
+            .iter()
+            .find(|r| which(r.traffic))
+            .map(|r| &r.report)
+    }
+}
+
+/// Runs every scenario of `Traffic::all(loads)` on every backend of `specs`, all built-in strategies
+/// ([`super::STRATEGIES`]) each, through [`run_with_seed`] with `base` and `seed`, on up to `threads`
+/// threads (at least one). `done` hears about each scenario as it finishes (its backend, its traffic
+/// and how many scenarios are finished so far); the reports come back in the order of `specs`.
+///
+/// # Errors
+/// The first [`SimError`] of any scenario.
+pub fn run_family(
+    specs: &[BackendSpec],
+    loads: &[f64],
+    base: &Config,
+    seed: u64,
+    threads: usize,
+    done: &(dyn Fn(&BackendSpec, Traffic, usize) + Sync),
+) -> Result<Vec<BackendReports>, SimError> {
+    let traffic = Traffic::all(loads);
+    let mut jobs: Vec<(usize, usize)> = (0..specs.len())
+        .flat_map(|b| (0..traffic.len()).map(move |t| (b, t)))
+        .collect();
+    // The most expensive first (about the number of arrivals), so the threads end together.
+    let cost = |&(b, t): &(usize, usize)| {
+        let spec = specs.get(b);
+        let t = traffic.get(t);
+        match (spec, t) {
+            (Some(spec), Some(t)) => {
+                spec.capacity_rps
+                    * (t.step_load() * spec.step().as_secs_f64()
+                        + BASE_LOAD * (spec.warm_up() + spec.cool_down()).as_secs_f64())
+            }
+            _ => 0.0,
+        }
+    };
+    jobs.sort_by(|a, b| cost(b).total_cmp(&cost(a)));
+    let next = AtomicUsize::new(0);
+    let finished = AtomicUsize::new(0);
+    type Slot = Option<Result<Report, SimError>>;
+    let results: Mutex<Vec<Vec<Slot>>> = Mutex::new(
+        specs
+            .iter()
+            .map(|_| traffic.iter().map(|_| None).collect())
+            .collect(),
+    );
+    std::thread::scope(|scope| {
+        for _ in 0..threads.clamp(1, jobs.len().max(1)) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(b, t)) = jobs.get(i) else { break };
+                let (Some(spec), Some(&kind)) = (specs.get(b), traffic.get(t)) else {
+                    continue;
+                };
+                let result = run_with_seed(&kind.scenario(spec), base, seed, &mut |_| {});
+                let failed = result.is_err();
+                if let Ok(mut slots) = results.lock() {
+                    if let Some(slot) = slots.get_mut(b).and_then(|s| s.get_mut(t)) {
+                        *slot = Some(result);
+                    }
+                }
+                let n = finished.fetch_add(1, Ordering::Relaxed) + 1;
+                done(spec, kind, n);
+                if failed {
+                    // No more work: the error is reported below.
+                    next.store(jobs.len(), Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    let results = results.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let mut out = Vec::with_capacity(specs.len());
+    for (spec, slots) in specs.iter().zip(results) {
+        let mut runs = Vec::with_capacity(traffic.len());
+        for (&kind, slot) in traffic.iter().zip(slots) {
+            match slot {
+                Some(Ok(report)) => runs.push(FamilyRun {
+                    traffic: kind,
+                    report,
+                }),
+                Some(Err(e)) => return Err(e),
+                // Not run because another scenario failed first; that error is returned instead.
+                None => {}
+            }
+        }
+        out.push(BackendReports { spec: *spec, runs });
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Figures from the timeline
+// ---------------------------------------------------------------------------------------------------
+
+/// The slices of `s` that lie wholly within `window` (milliseconds since the run began).
+fn slices_within<'s>(
+    s: &'s StrategyReport,
+    window: &Range<u64>,
+) -> impl Iterator<Item = &'s TimelineSample> + 's {
+    let window = window.clone();
+    s.timeline
+        .iter()
+        .filter(move |t| t.t_ms >= window.start && t.t_ms.saturating_add(SLICE_MS) <= window.end)
+}
+
+/// How long after the start of `step` (a window in milliseconds since the run began, the step
+/// phase) the strategy had converged: the start of the first slice from which every slice wholly
+/// within the window answered in time at least 0.9·C's worth of a slice (0.9·C·0.1 s) with a p99
+/// ([`TimelineSample::p99_ms`]) at most `slo_ms`, minus the start of the window. `Some(0.0)`
+/// if the first slice of the step already qualifies; `None` if the last slice of the window does
+/// not (or the window holds no whole slice). Single slices are noisy on small backends: see the
+/// module documentation.
+pub fn convergence_ms(
+    s: &StrategyReport,
+    capacity_rps: f64,
+    slo_ms: f64,
+    step: Range<u64>,
+) -> Option<f64> {
+    let needed = CONVERGED_GOODPUT * capacity_rps * SLICE_MS as f64 / 1e3;
+    let good = |t: &TimelineSample| {
+        f64::from(t.answered_urgent) + f64::from(t.answered_non_urgent) >= needed
+            && t.p99_ms.is_some_and(|p| p <= slo_ms)
+    };
+    let mut from = None;
+    for t in slices_within(s, &step) {
+        match (good(t), from) {
+            (true, None) => from = Some(t.t_ms),
+            (false, _) => from = None,
+            (true, Some(_)) => {}
+        }
+    }
+    from.map(|t| t.saturating_sub(step.start) as f64)
+}
+
+/// The share of the capacity left idle by urgent traffic that non-urgent traffic received during
+/// `step` (a window in milliseconds since the run began): the non-urgent answered-in-time rate ÷
+/// (C − the urgent answered-in-time rate), over the slices wholly within the window. NaN if the
+/// window holds no whole slice or urgent answers took the whole capacity.
+pub fn idle_capacity_share(s: &StrategyReport, capacity_rps: f64, step: Range<u64>) -> f64 {
+    let (mut urgent, mut non_urgent, mut slices) = (0.0, 0.0, 0u64);
+    for t in slices_within(s, &step) {
+        urgent += f64::from(t.answered_urgent);
+        non_urgent += f64::from(t.answered_non_urgent);
+        slices += 1;
+    }
+    let secs = slices as f64 * SLICE_MS as f64 / 1e3;
+    let idle = capacity_rps - urgent / secs;
+    if slices == 0 || idle.is_nan() || idle <= 0.0 {
+        return f64::NAN;
+    }
+    non_urgent / secs / idle
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Bars
+// ---------------------------------------------------------------------------------------------------
+
+/// One bar checked on one scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BarCheck {
+    /// What is required, with the comparison: `goodput at 2x >= 0.95`.
+    pub bar: String,
+    /// The scenario it was checked on.
+    pub scenario: String,
+    /// What was measured (infinite for "never": no reaction, no convergence, no answer).
+    pub figure: f64,
+    /// The bound the figure is compared with.
+    pub target: f64,
+    /// Whether the bar is met.
+    pub pass: bool,
+}
+
+impl BarCheck {
+    fn at_least(bar: String, scenario: &Report, figure: f64, target: f64) -> BarCheck {
+        BarCheck {
+            bar,
+            scenario: scenario.scenario.clone(),
+            figure,
+            target,
+            pass: figure >= target,
+        }
+    }
+
+    fn at_most(bar: String, scenario: &Report, figure: f64, target: f64) -> BarCheck {
+        BarCheck {
+            bar,
+            scenario: scenario.scenario.clone(),
+            figure,
+            target,
+            pass: figure <= target,
+        }
+    }
+}
+
+/// A figure of a bar: `never` for infinity, otherwise at most six decimals.
+fn show(x: f64) -> String {
+    if x.is_infinite() {
+        "never".to_owned()
+    } else if x.is_nan() {
+        "NaN".to_owned()
+    } else {
+        let s = format!("{x:.6}");
+        let s = s.trim_end_matches('0').trim_end_matches('.');
+        s.to_owned()
+    }
+}
+
+impl fmt::Display for BarCheck {
+    /// `PASS  goodput at 2x >= 0.95  [200rps-50ms step 2x]  0.973105 (target 0.95)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}  {}  [{}]  {} (target {})",
+            if self.pass { "PASS" } else { "FAIL" },
+            self.bar,
+            self.scenario,
+            show(self.figure),
+            show(self.target)
+        )
+    }
+}
+
+/// Why the bars could not be checked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FamilyError {
+    /// The strategy the bars are about did not run.
+    #[error("strategy `{strategy}` is not in the report of `{scenario}` (it has: {known})")]
+    MissingStrategy {
+        /// The strategy asked for.
+        strategy: String,
+        /// The scenario whose report lacks it.
+        scenario: String,
+        /// The report's strategies, comma-separated.
+        known: String,
+    },
+}
+
+/// The figures of `name` in `report`, or the error naming it.
+fn subject<'r>(report: &'r Report, name: &str) -> Result<&'r StrategyReport, FamilyError> {
+    report
+        .strategy(name)
+        .ok_or_else(|| FamilyError::MissingStrategy {
+            strategy: name.to_owned(),
+            scenario: report.scenario.clone(),
+            known: report
+                .strategies
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// The peers of `name` in `report`: every strategy other than `sluicegate`, `sluicegate-auto` and
+/// `name`.
+pub fn peers<'r>(report: &'r Report, name: &str) -> Vec<&'r StrategyReport> {
+    report
+        .strategies
+        .iter()
+        .filter(|s| s.name != AUTO && s.name != GATE && s.name != name)
+        .collect()
+}
+
+/// Goodput ≥ 0.95 at 2× and ≥ 0.90 at 10× (the step scenarios at those loads that ran).
+pub fn goodput_bars(b: &BackendReports, name: &str) -> Result<Vec<BarCheck>, FamilyError> {
+    let mut out = Vec::new();
+    for (load, target) in [(2.0, GOODPUT_AT_2X), (10.0, GOODPUT_AT_10X)] {
+        if let Some(report) = b.step(load) {
+            let s = subject(report, name)?;
+            out.push(BarCheck::at_least(
+                format!("goodput at {}x >= {target}", figure(load)),
+                report,
+                s.goodput_ratio,
+                target,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Urgent success ≥ 99.9 % in the priority flood; non-urgent traffic gets ≥ 80 % of the capacity
+/// urgent traffic leaves idle in the light-urgent scenario ([`idle_capacity_share`] of the step).
+pub fn urgency_bars(b: &BackendReports, name: &str) -> Result<Vec<BarCheck>, FamilyError> {
+    let mut out = Vec::new();
+    if let Some(report) = b.priority_flood() {
+        let s = subject(report, name)?;
+        out.push(BarCheck::at_least(
+            format!("urgent success >= {URGENT_SUCCESS}"),
+            report,
+            s.urgent_success,
+            URGENT_SUCCESS,
+        ));
+    }
+    if let Some(report) = b.light_urgent() {
+        let s = subject(report, name)?;
+        let share = idle_capacity_share(s, report.capacity_rps, b.spec.step_window_ms());
+        out.push(BarCheck::at_least(
+            format!("non-urgent share of the idle capacity >= {IDLE_CAPACITY_SHARE}"),
+            report,
+            share,
+            IDLE_CAPACITY_SHARE,
+        ));
+    }
+    Ok(out)
+}
+
+/// The run's p99 of answered requests ≤ the SLO, in every step scenario that ran (a run that
+/// answered nothing fails, its figure infinite).
+pub fn p99_bars(b: &BackendReports, name: &str) -> Result<Vec<BarCheck>, FamilyError> {
+    let mut out = Vec::new();
+    for run in &b.runs {
+        if let Traffic::Step(_) = run.traffic {
+            let s = subject(&run.report, name)?;
+            out.push(BarCheck::at_most(
+                "p99 ms <= SLO".to_owned(),
+                &run.report,
+                s.p99_ms.unwrap_or(f64::INFINITY),
+                run.report.slo_ms,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// At the 5× step ([`STEP_LOAD`]): a reaction within one `tick` of the step and convergence
+/// ([`convergence_ms`]) within 300 ms of it. Never reacting or converging fails, the figure infinite.
+pub fn step_bars(
+    b: &BackendReports,
+    name: &str,
+    tick: Duration,
+) -> Result<Vec<BarCheck>, FamilyError> {
+    let mut out = Vec::new();
+    if let Some(report) = b.step(STEP_LOAD) {
+        let s = subject(report, name)?;
+        let tick_ms = tick.as_secs_f64() * 1e3;
+        out.push(BarCheck::at_most(
+            "reaction ms <= one sampler tick".to_owned(),
+            report,
+            s.reaction_ms.unwrap_or(f64::INFINITY),
+            tick_ms,
+        ));
+        let converged = convergence_ms(
+            s,
+            report.capacity_rps,
+            report.slo_ms,
+            b.spec.step_window_ms(),
+        );
+        out.push(BarCheck::at_most(
+            format!("convergence ms <= {CONVERGENCE_MS}"),
+            report,
+            converged.unwrap_or(f64::INFINITY),
+            CONVERGENCE_MS,
+        ));
+    }
+    Ok(out)
+}
+
+/// No switch flip in the step scenarios at loads ≤ 0.9; at most 2 (one on/off pair) in every
+/// scenario with an overload episode (step load > 1). Loads between 0.9 and 1 are not checked.
+pub fn flip_bars(b: &BackendReports, name: &str) -> Result<Vec<BarCheck>, FamilyError> {
+    let mut out = Vec::new();
+    for run in &b.runs {
+        let load = run.traffic.step_load();
+        let target = if load <= QUIET_LOAD {
+            0
+        } else if load > 1.0 {
+            FLIPS_PER_EPISODE
+        } else {
+            continue;
+        };
+        let s = subject(&run.report, name)?;
+        out.push(BarCheck::at_most(
+            format!("switch flips <= {target}"),
+            &run.report,
+            s.switch_flips as f64,
+            target as f64,
+        ));
+    }
+    Ok(out)
+}
+
+/// At least the goodput of every peer ([`peers`]) in the step scenarios at loads ≥ 2, and at
+/// least the urgent success of every peer in every scenario. The target is the best peer's figure,
+/// named in the bar. A report without peers is not checked.
+pub fn peer_bars(b: &BackendReports, name: &str) -> Result<Vec<BarCheck>, FamilyError> {
+    type Figure = fn(&StrategyReport) -> f64;
+    let mut out = Vec::new();
+    for run in &b.runs {
+        let s = subject(&run.report, name)?;
+        let peers = peers(&run.report, name);
+        let mut figures: Vec<(&str, Figure)> = Vec::new();
+        if matches!(run.traffic, Traffic::Step(load) if load >= 2.0) {
+            figures.push(("goodput", |s| s.goodput_ratio));
+        }
+        figures.push(("urgent success", |s| s.urgent_success));
+        for (what, value) in figures {
+            let best = peers.iter().max_by(|a, b| value(a).total_cmp(&value(b)));
+            if let Some(best) = best {
+                out.push(BarCheck::at_least(
+                    format!("{what} >= every peer's (best: {})", best.name),
+                    &run.report,
+                    value(s),
+                    value(best),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every bar for `sluicegate-auto` ([`AUTO`]) on one backend; see [`check_backend_for`].
+///
+/// # Errors
+/// [`FamilyError::MissingStrategy`] naming `sluicegate-auto` if a report lacks it.
+pub fn check_backend(b: &BackendReports, tick: Duration) -> Result<Vec<BarCheck>, FamilyError> {
+    check_backend_for(b, AUTO, tick)
+}
+
+/// Every bar for the strategy `name` on one backend, in this order: goodput, urgency, p99, the 5×
+/// step (reaction within `tick`, convergence), flips, peers. Bars whose scenario did not run are
+/// left out.
+///
+/// # Errors
+/// [`FamilyError::MissingStrategy`] if a report lacks `name`.
+pub fn check_backend_for(
+    b: &BackendReports,
+    name: &str,
+    tick: Duration,
+) -> Result<Vec<BarCheck>, FamilyError> {
+    let mut out = goodput_bars(b, name)?;
+    out.extend(urgency_bars(b, name)?);
+    out.extend(p99_bars(b, name)?);
+    out.extend(step_bars(b, name, tick)?);
+    out.extend(flip_bars(b, name)?);
+    out.extend(peer_bars(b, name)?);
+    Ok(out)
+}
+
+/// [`check_backend`] on every backend, in order.
+///
+/// # Errors
+/// [`FamilyError::MissingStrategy`] naming `sluicegate-auto` if a report lacks it.
+pub fn check_family(
+    family: &[BackendReports],
+    tick: Duration,
+) -> Result<Vec<BarCheck>, FamilyError> {
+    check_family_for(family, AUTO, tick)
+}
+
+/// [`check_backend_for`] on every backend, in order.
+///
+/// # Errors
+/// [`FamilyError::MissingStrategy`] if a report lacks `name`.
+pub fn check_family_for(
+    family: &[BackendReports],
+    name: &str,
+    tick: Duration,
+) -> Result<Vec<BarCheck>, FamilyError> {
+    let mut out = Vec::new();
+    for b in family {
+        out.extend(check_backend_for(b, name, tick)?);
+    }
+    Ok(out)
+}

@@ -1,0 +1,634 @@
+//! The backend family harness (`sim::family`): scenario construction, the bars on hand-built
+//! reports, determinism of a small run, and (ignored) the whole family against the bars.
+#![cfg(feature = "sim")]
+
+use std::time::Duration;
+
+use sluicegate::sim::family::{
+    self, BackendReports, BackendSpec, BarCheck, FamilyError, FamilyRun, Traffic, AUTO, LOADS,
+};
+use sluicegate::sim::{
+    render, run_with_seed, Arrivals, Distribution, Report, RetryMode, StrategyReport,
+    TimelineSample, SLICE_MS,
+};
+use sluicegate::Config;
+
+const TICK: Duration = Duration::from_millis(100);
+
+fn close(actual: f64, expected: f64, tolerance: f64) -> bool {
+    (actual - expected).abs() <= tolerance
+}
+
+fn spec(capacity_rps: f64, service_ms: u64) -> BackendSpec {
+    BackendSpec {
+        capacity_rps,
+        service_time: Duration::from_millis(service_ms),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The grid and the scenarios
+
+#[test]
+fn the_grid_spans_both_axes_with_at_least_ten_workers() {
+    let grid = family::backends();
+    assert!((6..=10).contains(&grid.len()), "{}", grid.len());
+    let c: Vec<f64> = grid.iter().map(|b| b.capacity_rps).collect();
+    let s: Vec<Duration> = grid.iter().map(|b| b.service_time).collect();
+    assert_eq!(c.iter().copied().fold(f64::INFINITY, f64::min), 200.0);
+    assert_eq!(c.iter().copied().fold(0.0, f64::max), 50_000.0);
+    assert_eq!(s.iter().min(), Some(&Duration::from_millis(1)));
+    assert_eq!(s.iter().max(), Some(&Duration::from_millis(500)));
+    for b in &grid {
+        assert!(b.workers() >= family::MIN_WORKERS, "{b:?}");
+        // C·S is a whole number of workers, so the scenario's capacity is exactly C.
+        let scenario = family::step_scenario(b, 2.0);
+        assert_eq!(scenario.capacity(), b.capacity_rps, "{}", b.label());
+    }
+    // Distinct labels: they name the scenarios.
+    let mut labels: Vec<String> = grid.iter().map(BackendSpec::label).collect();
+    labels.sort();
+    labels.dedup();
+    assert_eq!(labels.len(), grid.len());
+    assert!(LOADS.contains(&2.0) && LOADS.contains(&5.0) && LOADS.contains(&10.0));
+    assert!(LOADS.iter().any(|&l| l <= 0.9));
+    assert!(LOADS.contains(&family::STEP_LOAD));
+}
+
+#[test]
+fn a_step_scenario_has_the_stated_backend_clients_and_phases() {
+    let b = spec(3200.0, 20);
+    let s = family::step_scenario(&b, 5.0);
+    assert_eq!(s.name, "3200rps-20ms step 5x");
+    assert_eq!(s.seed, family::SEED);
+    assert_eq!(s.backend.workers, 64);
+    assert_eq!(s.capacity(), 3200.0);
+    assert_eq!(s.backend.service_time, Duration::from_millis(20));
+    assert_eq!(s.backend.distribution, Distribution::Exponential);
+    assert_eq!(s.backend.congestion, 0.1);
+    // The memory of flash-crowd.
+    let flash = sluicegate::sim::Scenario::default();
+    assert_eq!(s.backend.memory_base, flash.backend.memory_base);
+    assert_eq!(
+        s.backend.memory_per_request,
+        flash.backend.memory_per_request
+    );
+    assert_eq!(s.backend.memory_limit, flash.backend.memory_limit);
+    assert_eq!(s.clients.arrivals, Arrivals::Poisson);
+    assert_eq!(s.clients.timeout, Duration::from_secs(1));
+    assert_eq!(s.clients.slo, Duration::from_millis(100));
+    assert_eq!(s.clients.retry.mode, RetryMode::None);
+    assert!(s.gate.is_empty() && s.sampler.is_empty());
+    let phases: Vec<(Duration, f64, f64)> = s
+        .phases
+        .iter()
+        .map(|p| (p.duration, p.load, p.urgent_share))
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            (Duration::from_secs(3), 0.6, 0.3),
+            (Duration::from_secs(5), 5.0, 0.3),
+            (Duration::from_secs(3), 0.6, 0.3),
+        ]
+    );
+    assert!(s.phases.iter().all(|p| p.service_factor == 1.0));
+    assert_eq!(b.step_window_ms(), 3000..8000);
+    // The hand-configured gate runs on the base configuration: the overlay is the identity.
+    assert_eq!(
+        s.gate_config(&Config::default()).ok(),
+        Some(Config::default())
+    );
+}
+
+#[test]
+fn durations_scale_with_the_service_time() {
+    // S = 500 ms: warm-up 30·S, step 20·S, cool-down 20·S, timeout 50·S, SLO 5·S.
+    let slow = spec(200.0, 500);
+    let s = family::step_scenario(&slow, 2.0);
+    assert_eq!(s.backend.workers, 100);
+    let durations: Vec<Duration> = s.phases.iter().map(|p| p.duration).collect();
+    assert_eq!(
+        durations,
+        [
+            Duration::from_secs(15),
+            Duration::from_secs(10),
+            Duration::from_secs(10)
+        ]
+    );
+    assert_eq!(s.clients.timeout, Duration::from_secs(25));
+    assert_eq!(s.clients.slo, Duration::from_millis(2500));
+    assert_eq!(slow.step_window_ms(), 15_000..25_000);
+    // S = 1 ms: the floors (3 s, 5 s, 3 s, 1 s).
+    let fast = spec(10_000.0, 1);
+    let s = family::step_scenario(&fast, 10.0);
+    assert_eq!(s.backend.workers, 10);
+    assert_eq!(s.duration(), Duration::from_secs(11));
+    assert_eq!(s.clients.timeout, Duration::from_secs(1));
+    assert_eq!(s.clients.slo, Duration::from_millis(5));
+    // An odd service time still gives whole slices.
+    let odd = BackendSpec {
+        capacity_rps: 1000.0,
+        service_time: Duration::from_micros(123_456),
+    };
+    for p in family::step_scenario(&odd, 2.0).phases {
+        assert_eq!(
+            p.duration.as_nanos() % (u128::from(SLICE_MS) * 1_000_000),
+            0
+        );
+    }
+    assert_eq!(odd.workers(), 123);
+    // Nonsense in code does not panic.
+    let nonsense = BackendSpec {
+        capacity_rps: f64::NAN,
+        service_time: Duration::MAX,
+    };
+    assert_eq!(nonsense.workers(), 1);
+    let _ = family::step_scenario(&nonsense, 2.0);
+}
+
+#[test]
+fn the_light_urgent_and_priority_flood_scenarios_use_per_class_loads() {
+    let b = spec(1000.0, 100);
+    let classes = |s: &sluicegate::sim::Scenario| -> Vec<(f64, f64)> {
+        s.phases
+            .iter()
+            .map(|p| (p.load * p.urgent_share, p.load * (1.0 - p.urgent_share)))
+            .collect()
+    };
+    let light = family::light_urgent_scenario(&b);
+    assert_eq!(light.name, "1000rps-100ms light-urgent");
+    let flood = family::priority_flood_scenario(&b);
+    assert_eq!(flood.name, "1000rps-100ms priority-flood");
+    for (s, urgent, step) in [(&light, 0.1, 3.0), (&flood, 0.3, 6.0)] {
+        let c = classes(s);
+        assert_eq!(c.len(), 3);
+        for (i, (u, n)) in c.iter().enumerate() {
+            assert!(close(*u, urgent, 1e-12), "{} phase {i}: {u}", s.name);
+            let expected = if i == 1 { step } else { 0.6 - urgent };
+            assert!(close(*n, expected, 1e-12), "{} phase {i}: {n}", s.name);
+        }
+        assert_eq!(s.backend, family::step_scenario(&b, 2.0).backend);
+        assert_eq!(s.clients, family::step_scenario(&b, 2.0).clients);
+    }
+    assert_eq!(Traffic::LightUrgent.step_load(), 3.1);
+    assert!(close(Traffic::PriorityFlood.step_load(), 6.3, 1e-12));
+    let all = Traffic::all(&LOADS);
+    assert_eq!(all.len(), LOADS.len() + 2);
+    assert_eq!(all[LOADS.len()], Traffic::LightUrgent);
+    assert_eq!(Traffic::Step(0.5).label(), "step 0.5x");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bars on hand-built reports
+
+/// The hand-built backend: C = 200 rps, S = 50 ms, so the step is 3000..8000 ms, an SLO of 250 ms
+/// and 18 answers make a converged slice.
+fn small() -> BackendSpec {
+    spec(200.0, 50)
+}
+
+/// 110 slices (11 s): 20 answers a slice (4 urgent) with a p99 of 200 ms, unless `slice` says
+/// otherwise for a slice index.
+fn timeline(slice: impl Fn(usize, &mut TimelineSample)) -> Vec<TimelineSample> {
+    (0..110)
+        .map(|i| {
+            let mut t = TimelineSample {
+                t_ms: i as u64 * SLICE_MS,
+                load: 1.0,
+                offered_urgent: 4,
+                offered_non_urgent: 16,
+                answered_urgent: 4,
+                answered_non_urgent: 16,
+                refused: 0,
+                timed_out: 0,
+                in_flight: 10,
+                waiting: 0,
+                mean_latency_ms: Some(60.0),
+                p99_ms: Some(200.0),
+                switch_on: false,
+                memory_ratio: 0.3,
+            };
+            slice(i, &mut t);
+            t
+        })
+        .collect()
+}
+
+fn strategy(name: &str, goodput: f64, urgent: f64) -> StrategyReport {
+    StrategyReport {
+        name: name.to_owned(),
+        goodput_ratio: goodput,
+        urgent_success: urgent,
+        non_urgent_success: 0.5,
+        p50_ms: Some(60.0),
+        p99_ms: Some(200.0),
+        wasted_work: 0.0,
+        switch_flips: 0,
+        reaction_ms: Some(50.0),
+        recovery_ms: Some(0.0),
+        peak_memory_ratio: 0.3,
+        timeline: timeline(|_, _| {}),
+    }
+}
+
+/// A report of `traffic` on the small backend: the auto gate as given, and its peers.
+fn report(traffic: Traffic, auto: StrategyReport) -> Report {
+    let scenario = traffic.scenario(&small());
+    Report {
+        scenario: scenario.name.clone(),
+        seed: 1,
+        capacity_rps: 200.0,
+        slo_ms: 250.0,
+        strategies: vec![
+            strategy("unprotected", 0.2, 0.3),
+            strategy("token-bucket", 0.5, 0.6),
+            strategy("concurrency-limit", 0.9, 0.7),
+            // Not a peer: better than everything, and ignored.
+            strategy("sluicegate", 1.5, 1.0),
+            auto,
+        ],
+    }
+}
+
+/// Every scenario of the small backend with a good auto gate, then `change` applied to it.
+fn backend(change: impl Fn(Traffic, &mut StrategyReport)) -> BackendReports {
+    let runs = Traffic::all(&LOADS)
+        .into_iter()
+        .map(|traffic| {
+            let mut auto = strategy(AUTO, 0.99, 0.9995);
+            if traffic.step_load() > 1.0 {
+                auto.switch_flips = 2;
+            }
+            change(traffic, &mut auto);
+            FamilyRun {
+                traffic,
+                report: report(traffic, auto),
+            }
+        })
+        .collect();
+    BackendReports {
+        spec: small(),
+        runs,
+    }
+}
+
+fn bars(b: &BackendReports) -> Vec<BarCheck> {
+    match family::check_backend(b, TICK) {
+        Ok(bars) => bars,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn failures(b: &BackendReports) -> Vec<String> {
+    bars(b)
+        .iter()
+        .filter(|b| !b.pass)
+        .map(ToString::to_string)
+        .collect()
+}
+
+#[test]
+fn a_good_gate_meets_every_bar_and_the_count_is_complete() {
+    let b = backend(|_, _| {});
+    let all = bars(&b);
+    // Goodput at 2x and 10x, urgent success and idle share, p99 at every load, reaction and
+    // convergence at 5x, flips in every scenario, goodput against the peers at 2x, 5x and 10x and
+    // urgent success against them in every scenario.
+    assert_eq!(all.len(), 2 + 2 + LOADS.len() + 2 + 8 + 3 + 8, "{all:#?}");
+    assert!(all.iter().all(|b| b.pass), "{:#?}", failures(&b));
+    let kinds = |prefix: &str| all.iter().filter(|b| b.bar.starts_with(prefix)).count();
+    assert_eq!(kinds("goodput at "), 2);
+    assert_eq!(kinds("p99 ms <= SLO"), LOADS.len());
+    assert_eq!(kinds("switch flips <= 0"), 2, "0.5x and 0.9x");
+    assert_eq!(kinds("switch flips <= 2"), 6);
+    assert_eq!(kinds("goodput >= every peer's"), 3, "2x, 5x, 10x");
+    assert_eq!(kinds("urgent success >= every peer's"), 8);
+    // The family check is the backend check, backend by backend.
+    let family = family::check_family(&[b.clone(), b.clone()], TICK).unwrap_or_default();
+    assert_eq!(family.len(), 2 * all.len());
+}
+
+#[test]
+fn goodput_bars_at_2x_and_10x() {
+    let b = backend(|t, s| match t {
+        Traffic::Step(2.0) => s.goodput_ratio = 0.96,
+        Traffic::Step(10.0) => s.goodput_ratio = 0.89,
+        _ => {}
+    });
+    let goodput = family::goodput_bars(&b, AUTO).unwrap_or_default();
+    let got: Vec<(&str, f64, f64, bool)> = goodput
+        .iter()
+        .map(|b| (b.scenario.as_str(), b.figure, b.target, b.pass))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("200rps-50ms step 2x", 0.96, 0.95, true),
+            ("200rps-50ms step 10x", 0.89, 0.9, false),
+        ]
+    );
+    // 0.96 at 2x beats the peers' best (concurrency-limit, 0.9); sluicegate's 1.5 does not count.
+    let peers = family::peer_bars(&b, AUTO).unwrap_or_default();
+    let at_2x = peers
+        .iter()
+        .find(|c| c.scenario.ends_with("step 2x") && c.bar.starts_with("goodput"));
+    assert!(
+        at_2x.is_some_and(|c| c.pass && c.target == 0.9 && c.bar.contains("concurrency-limit")),
+        "{at_2x:?}"
+    );
+}
+
+#[test]
+fn losing_to_a_peer_fails_and_names_it() {
+    let b = backend(|t, s| {
+        if t == Traffic::Step(5.0) {
+            s.goodput_ratio = 0.85;
+        }
+        if t == Traffic::PriorityFlood {
+            s.urgent_success = 0.65;
+        }
+    });
+    let failed = failures(&b);
+    assert!(failed.contains(
+        &"FAIL  goodput >= every peer's (best: concurrency-limit)  [200rps-50ms step 5x]  0.85 \
+          (target 0.9)"
+            .to_owned()
+    ), "{failed:#?}");
+    assert!(failed.iter().any(|f| f.contains("urgent success >= every peer's (best: concurrency-limit)  [200rps-50ms priority-flood]  0.65")), "{failed:#?}");
+    assert!(failed
+        .iter()
+        .any(|f| f.contains("urgent success >= 0.999  [200rps-50ms priority-flood]")));
+    assert_eq!(failed.len(), 3, "{failed:#?}");
+    // Peers are everything but the gates.
+    let r = &b.runs[0].report;
+    let peers: Vec<&str> = family::peers(r, AUTO)
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(peers, ["unprotected", "token-bucket", "concurrency-limit"]);
+}
+
+#[test]
+fn p99_flips_and_reaction_bars() {
+    let b = backend(|t, s| match t {
+        Traffic::Step(0.5) => s.switch_flips = 1,
+        Traffic::Step(0.9) => s.p99_ms = Some(250.5),
+        Traffic::Step(1.5) => s.p99_ms = None,
+        Traffic::Step(5.0) => s.reaction_ms = Some(100.5),
+        Traffic::LightUrgent => s.switch_flips = 3,
+        _ => {}
+    });
+    let failed = failures(&b);
+    let expected = [
+        "FAIL  p99 ms <= SLO  [200rps-50ms step 0.9x]  250.5 (target 250)",
+        "FAIL  p99 ms <= SLO  [200rps-50ms step 1.5x]  never (target 250)",
+        "FAIL  reaction ms <= one sampler tick  [200rps-50ms step 5x]  100.5 (target 100)",
+        "FAIL  switch flips <= 0  [200rps-50ms step 0.5x]  1 (target 0)",
+        "FAIL  switch flips <= 2  [200rps-50ms light-urgent]  3 (target 2)",
+    ];
+    assert_eq!(failed, expected);
+    // The tick is a parameter.
+    let slower = family::step_bars(&b, AUTO, Duration::from_millis(200)).unwrap_or_default();
+    assert!(slower.iter().all(|c| c.pass), "{slower:#?}");
+    // Never reacting fails.
+    let never = backend(|t, s| {
+        if t == Traffic::Step(5.0) {
+            s.reaction_ms = None;
+        }
+    });
+    let step = family::step_bars(&never, AUTO, TICK).unwrap_or_default();
+    assert!(step[0].figure.is_infinite() && !step[0].pass, "{step:#?}");
+}
+
+#[test]
+fn convergence_from_the_per_slice_timeline() {
+    let b = small();
+    let window = b.step_window_ms();
+    assert_eq!(window, 3000..8000);
+    let with = |slice: &dyn Fn(usize, &mut TimelineSample)| {
+        let mut s = strategy(AUTO, 1.0, 1.0);
+        s.timeline = timeline(slice);
+        family::convergence_ms(&s, 200.0, 250.0, window.clone())
+    };
+    // Good from the first slice of the step.
+    assert_eq!(with(&|_, _| {}), Some(0.0));
+    // The first three slices of the step (30, 31, 32) answer too little: converged 300 ms in.
+    let slow_start = |i: usize, t: &mut TimelineSample| {
+        if (30..33).contains(&i) {
+            t.answered_non_urgent = 13; // 17 < 18
+        }
+    };
+    assert_eq!(with(&slow_start), Some(300.0));
+    // 18 answers exactly is enough; a p99 of exactly the SLO too.
+    assert_eq!(
+        with(&|i, t| if i == 30 {
+            t.answered_non_urgent = 14;
+            t.p99_ms = Some(250.0);
+        }),
+        Some(0.0)
+    );
+    // A slow slice later on (slice 45, p99 over the SLO) moves convergence after it.
+    assert_eq!(
+        with(&|i, t| if i == 45 {
+            t.p99_ms = Some(251.0);
+        }),
+        Some(1600.0)
+    );
+    // A slice without answers (no p99) is not converged.
+    assert_eq!(
+        with(&|i, t| if i == 31 {
+            t.answered_urgent = 0;
+            t.answered_non_urgent = 0;
+            t.p99_ms = None;
+        }),
+        Some(200.0)
+    );
+    // The last slice of the step (79) is bad: never converged. Slices outside the step do not count.
+    assert_eq!(
+        with(&|i, t| if i == 79 {
+            t.p99_ms = Some(900.0)
+        }),
+        None
+    );
+    assert_eq!(
+        with(&|i, t| if i == 29 || i == 80 {
+            t.p99_ms = Some(900.0)
+        }),
+        Some(0.0)
+    );
+    // The bar at 5x reads the same figure.
+    let late = backend(|t, s| {
+        if t == Traffic::Step(5.0) {
+            s.timeline = timeline(|i, t| {
+                if (30..34).contains(&i) {
+                    t.answered_non_urgent = 0;
+                }
+            });
+        }
+    });
+    let step = family::step_bars(&late, AUTO, TICK).unwrap_or_default();
+    assert_eq!(step[1].bar, "convergence ms <= 300");
+    assert_eq!((step[1].figure, step[1].pass), (400.0, false));
+}
+
+#[test]
+fn idle_capacity_share_from_the_timeline() {
+    let b = small();
+    let share = |urgent: u32, non_urgent: u32| {
+        let mut s = strategy(AUTO, 1.0, 1.0);
+        s.timeline = timeline(|i, t| {
+            if (30..80).contains(&i) {
+                t.answered_urgent = urgent;
+                t.answered_non_urgent = non_urgent;
+            } else {
+                // Outside the step: ignored.
+                t.answered_non_urgent = 0;
+            }
+        });
+        family::idle_capacity_share(&s, 200.0, b.step_window_ms())
+    };
+    // Urgent 20 rps leaves 180 idle; non-urgent 160 rps is 8/9 of it.
+    assert!(close(share(2, 16), 160.0 / 180.0, 1e-12));
+    assert!(close(share(2, 14), 140.0 / 180.0, 1e-12));
+    assert!(share(20, 0).is_nan(), "urgent took everything");
+    let fails = backend(|t, s| {
+        if t == Traffic::LightUrgent {
+            s.timeline = timeline(|_, t| {
+                t.answered_urgent = 2;
+                t.answered_non_urgent = 14;
+            });
+        }
+    });
+    let urgency = family::urgency_bars(&fails, AUTO).unwrap_or_default();
+    assert_eq!(urgency.len(), 2);
+    assert!(urgency[0].pass, "{:?}", urgency[0]);
+    assert_eq!(
+        urgency[1].to_string(),
+        "FAIL  non-urgent share of the idle capacity >= 0.8  [200rps-50ms light-urgent]  0.777778 \
+         (target 0.8)"
+    );
+}
+
+#[test]
+fn a_missing_auto_gate_is_an_error_naming_it() {
+    let mut b = backend(|_, _| {});
+    for run in &mut b.runs {
+        run.report.strategies.retain(|s| s.name != AUTO);
+    }
+    match family::check_backend(&b, TICK) {
+        Err(e @ FamilyError::MissingStrategy { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("`sluicegate-auto`"), "{text}");
+            assert!(text.contains("unprotected, token-bucket"), "{text}");
+        }
+        other => panic!("expected a missing strategy error, got {other:?}"),
+    }
+    assert!(family::check_family(&[b], TICK).is_err());
+}
+
+#[test]
+fn bars_of_scenarios_that_did_not_run_are_left_out() {
+    let mut b = backend(|_, _| {});
+    b.runs.retain(|r| r.traffic == Traffic::Step(0.5));
+    let all = bars(&b);
+    let names: Vec<&str> = all.iter().map(|c| c.bar.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "p99 ms <= SLO",
+            "switch flips <= 0",
+            "urgent success >= every peer's (best: concurrency-limit)"
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Real runs
+
+#[test]
+fn a_small_family_run_is_deterministic_and_matches_run_with_seed() {
+    let specs = [small()];
+    let loads = [2.0];
+    let base = Config::default();
+    let run =
+        |threads: usize| match family::run_family(&specs, &loads, &base, 7, threads, &|_, _, _| {})
+        {
+            Ok(f) => f,
+            Err(e) => panic!("{e}"),
+        };
+    let one = run(1);
+    let two = run(2);
+    assert_eq!(one, two);
+    assert_eq!(one.len(), 1);
+    let traffic: Vec<Traffic> = one[0].runs.iter().map(|r| r.traffic).collect();
+    assert_eq!(traffic, Traffic::all(&loads));
+    let json = |r: &Report| render::json(r).unwrap_or_default();
+    for (a, b) in one[0].runs.iter().zip(&two[0].runs) {
+        assert_eq!(json(&a.report), json(&b.report));
+        assert_eq!(
+            render::timeline_csv(&a.report),
+            render::timeline_csv(&b.report)
+        );
+    }
+    let direct = run_with_seed(&family::step_scenario(&small(), 2.0), &base, 7, &mut |_| {});
+    assert_eq!(one[0].step(2.0), direct.as_ref().ok());
+    assert_eq!(one[0].step(2.0).map(|r| r.seed), Some(7));
+    assert!(one[0].step(5.0).is_none());
+    // The figures make sense: a static limit at W keeps the latency near the service time.
+    let step = one[0].step(2.0).map(|r| r.capacity_rps);
+    assert_eq!(step, Some(200.0));
+    let limit = one[0]
+        .step(2.0)
+        .and_then(|r| r.strategy("concurrency-limit"))
+        .map(|s| s.goodput_ratio)
+        .unwrap_or_default();
+    assert!(limit > 0.8, "{limit}");
+    // Today's strategies have no auto gate: the bars say so.
+    if sluicegate::sim::STRATEGIES.contains(&AUTO) {
+        assert!(family::check_family(&one, TICK).is_ok());
+    } else {
+        assert!(family::check_family(&one, TICK).is_err());
+    }
+}
+
+/// The issue's bars on the whole family. Fails until the auto gate is good enough: run it with
+/// `cargo test --release --test family -- --ignored --nocapture`.
+#[test]
+#[ignore = "the whole family (about a minute in release); fails until sluicegate-auto meets the bars"]
+fn sluicegate_auto_meets_the_bars_on_the_backend_family() {
+    let base = Config::default();
+    let tick = base.sampler.tick;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let specs = family::backends();
+    let family =
+        match family::run_family(&specs, &LOADS, &base, family::SEED, threads, &|_, _, _| {}) {
+            Ok(f) => f,
+            Err(e) => panic!("the family could not run: {e}"),
+        };
+    let bars = match family::check_family(&family, tick) {
+        Ok(bars) => bars,
+        Err(e) => panic!(
+            "the bars cannot be checked: {e}; is `{AUTO}` in sim::STRATEGIES ({:?})?",
+            sluicegate::sim::STRATEGIES
+        ),
+    };
+    // Every bar of every backend was checked.
+    let per_backend = 2 + 2 + LOADS.len() + 2 + (LOADS.len() + 2) + 3 + (LOADS.len() + 2);
+    assert_eq!(bars.len(), per_backend * specs.len(), "bars missing");
+    for bar in &bars {
+        println!("{bar}");
+    }
+    let failed: Vec<String> = bars
+        .iter()
+        .filter(|b| !b.pass)
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} bars failed (figure vs target):\n{}",
+        failed.len(),
+        bars.len(),
+        failed.join("\n")
+    );
+}
