@@ -66,6 +66,10 @@ pub const ROUND_SAMPLES: u64 = 50;
 pub const SETTLED_ROUNDS: usize = 5;
 /// Rounds the median is taken over.
 pub const ROUNDS: usize = 31;
+/// Latency at most `GROWTH_SIGNAL × base` while the ceiling refuses means the service has room.
+pub const GROWTH_SIGNAL: f64 = 1.1;
+/// Ticks in a row that must show room before the capacity estimate grows.
+pub const FLAT_TICKS: u32 = 2;
 /// Latency above `QUEUE_SIGNAL × base` means a queue has formed: the service is saturated.
 pub const QUEUE_SIGNAL: f64 = 1.2;
 
@@ -138,6 +142,8 @@ pub struct Estimator {
     queue_seen: Option<Nanos>,
     /// The latest tick's time.
     now: Nanos,
+    /// Ticks in a row in which the ceiling refused while latency stayed at its base.
+    flat_ticks: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -174,6 +180,7 @@ impl Estimator {
             probes: 0,
             queue_seen: None,
             now: 0,
+            flat_ticks: 0,
         }
     }
 
@@ -245,14 +252,13 @@ impl Estimator {
             }
         }
 
-        // Growth: the ceiling refused while latency stayed at its base.
+        // Growth: the ceiling refused while latency stayed at its base, tick after tick (a single
+        // quiet tick in a queue is noise, not room).
         if let (Some(b), Some(l), Some(c)) = (self.base_latency(), self.latency, self.capacity()) {
+            let flat = s.ceiling_refused && self.probe.is_none() && l <= GROWTH_SIGNAL * b;
+            self.flat_ticks = if flat { self.flat_ticks + 1 } else { 0 };
             let step = (b as Nanos).max(s.elapsed);
-            if s.ceiling_refused
-                && self.probe.is_none()
-                && l <= QUEUE_SIGNAL * b
-                && s.now.saturating_sub(self.last_growth) >= step
-            {
+            if self.flat_ticks >= FLAT_TICKS && s.now.saturating_sub(self.last_growth) >= step {
                 // Fast while the capacity has never been seen (a service that was never saturated
                 // can be far from its knee); gently once it has, so as not to overshoot into a
                 // queue that the probe then has to drain.

@@ -147,6 +147,8 @@ const UNLEARNED_MAX_QPS: f64 = 250.0;
 const UNLEARNED_MAX_RUNNING: u64 = 500;
 /// Latency threshold of a gate whose `max_avg_latency` is auto, until it has learned one (the seed's).
 const UNLEARNED_MAX_AVG_LATENCY: Duration = Duration::from_secs(3);
+/// Urgent headroom above the working level when urgent demand alone fills it.
+const URGENT_HEADROOM_MIN: u64 = 2;
 /// A learned `max_avg_latency` is this multiple of the base latency: a queue of half a base latency
 /// has formed, well clear of the noise of a trimmed mean.
 const SWITCH_LATENCY: f64 = 1.5;
@@ -275,8 +277,6 @@ struct Monitor {
     /// The thresholds of the switch in force (fixed or learned).
     thresholds: Thresholds,
     memory: MemoryFit,
-    /// Requests kept for urgent work below the in-flight ceiling.
-    urgent_reserve: f64,
     /// Urgent requests in flight on average (urgent rate × latency).
     urgent_need: f64,
 }
@@ -502,7 +502,6 @@ impl<C: Clock> GateBuilder<C> {
                 learned: Learned::default(),
                 thresholds: Thresholds::unlearned(&settings.config),
                 memory: MemoryFit::default(),
-                urgent_reserve: 0.0,
                 urgent_need: 0.0,
             }),
             settings: ArcSwap::from_pointee(settings),
@@ -1381,13 +1380,8 @@ impl<C: Clock> Inner<C> {
             if classified > 0 {
                 let urgent_rate = demand as f64 / secs * (urgent as f64 / classified as f64);
                 let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
-                let need = urgent_rate * latency;
-                let reserve = need + 3.0 * need.sqrt() + 1.0;
-                // Quick to grow, slow to shrink: urgent bursts must find room. Three standard
-                // deviations of a Poisson count: an urgent request finds the reserve full about
-                // once in a thousand.
-                m.urgent_reserve = reserve.max(m.urgent_reserve * 0.9);
-                m.urgent_need = need.max(m.urgent_need * 0.9);
+                // Quick to grow, slow to shrink: urgent bursts must find room.
+                m.urgent_need = (urgent_rate * latency).max(m.urgent_need * 0.9);
             }
             m.last_tick = now;
             m.last_totals = totals;
@@ -1469,42 +1463,36 @@ impl<C: Clock> Inner<C> {
             let rate = g.max_qps.clamp(m.thresholds.max_qps * (1.0 + HEADROOM));
             hot.set_whole_rate(rate, g.burst);
         }
-        // The part of the urgent reserve that urgent requests leave unused on average is added to a
-        // learned ceiling, so that the service stays as busy as without a reserve.
-        let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
-        let floor = (g.non_urgent_qps * latency).ceil().max(1.0);
-        // Urgent demand beyond the ceiling gets no more room: it is limited like any other.
-        let learned_ceiling = learned.ceiling.map_or(f64::MAX, |c| c as f64);
-        let need = m.urgent_need.min(learned_ceiling);
-        let reserve_wanted = m
-            .urgent_reserve
-            .min(need + 3.0 * need.sqrt() + 1.0)
-            .min((learned_ceiling - floor).max(0.0));
-        let reserve_wanted = if g.max_in_flight.is_auto() {
-            reserve_wanted
-        } else {
-            0.0
-        };
-        let slack = (reserve_wanted - need).max(0.0) as u64;
-        let ceiling = learned
+        // The working level: requests enter below it without being classified, and non-urgent
+        // requests never above it.
+        let working = learned
             .ceiling
             .map_or(g.max_in_flight.clamp(UNLEARNED_MAX_IN_FLIGHT), |c| {
-                let c = if learned.probing {
-                    c
-                } else {
-                    c.saturating_add(slack)
-                };
                 g.max_in_flight.clamp(c)
             })
             .max(1);
+        // Urgent headroom above it. Non-urgent requests are held at the working level, so urgent
+        // requests in flight are part of it; above it they need room only for their own bursts:
+        // three standard deviations of a Poisson count of them, so that an urgent request finds
+        // the headroom full about once in a thousand. The headroom shrinks to a couple of requests
+        // as urgent demand alone fills the working level: urgent requests are then limited too, so
+        // the service never drowns, but any urgent request still beats every non-urgent one to a
+        // freed slot. There is none with a fixed `max_in_flight`.
+        let headroom = if g.max_in_flight.is_auto() {
+            let need = m.urgent_need.min(working as f64);
+            let spread = 3.0 * need.sqrt() * (1.0 - need / working as f64);
+            spread.max(0.0) as u64 + URGENT_HEADROOM_MIN
+        } else {
+            0
+        };
+        let ceiling = g
+            .max_in_flight
+            .clamp(working.saturating_add(headroom))
+            .max(working);
         hot.max_in_flight.store(ceiling, Ordering::Relaxed);
-        // The urgent reserve, leaving non-urgent work at least its guaranteed rate's worth.
-        let reserve = reserve_wanted.min(ceiling as f64 - floor).max(0.0) as u64;
         let soft = hot.memory_soft_cap.load(Ordering::Relaxed);
-        let non_urgent_cap = ceiling.saturating_sub(reserve);
-        hot.non_urgent_cap.store(non_urgent_cap, Ordering::Relaxed);
-        hot.shared_cap
-            .store(non_urgent_cap.min(soft), Ordering::Relaxed);
+        hot.non_urgent_cap.store(working, Ordering::Relaxed);
+        hot.shared_cap.store(working.min(soft), Ordering::Relaxed);
     }
 
     /// Deadline-aware waiting: a token wait plus the expected latency must fit in `request_timeout`;
