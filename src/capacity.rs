@@ -64,6 +64,12 @@ pub const LATENCY_SAMPLES: f64 = 100.0;
 pub const ROUND_SAMPLES: u64 = 50;
 /// Clean rounds needed before latency is compared with the base latency.
 pub const SETTLED_ROUNDS: usize = 5;
+/// Latencies that must pass after the first one before the estimates are used: the first
+/// completions are the quickest of the requests sent at the start.
+pub const STARTUP_LATENCIES: f64 = 5.0;
+/// Before the base latency is settled, a round this much slower than the first means a queue is
+/// building.
+pub const CLIMBING: f64 = 1.5;
 /// Rounds the median is taken over.
 pub const ROUNDS: usize = 31;
 /// Latency at most `GROWTH_SIGNAL × base` while the ceiling refuses means the service has room.
@@ -144,6 +150,10 @@ pub struct Estimator {
     now: Nanos,
     /// Ticks in a row in which the ceiling refused while latency stayed at its base.
     flat_ticks: u32,
+    /// When the first latency was recorded.
+    first_latency_at: Option<Nanos>,
+    /// Whether a probe has measured the base latency.
+    probe_measured: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -181,6 +191,8 @@ impl Estimator {
             queue_seen: None,
             now: 0,
             flat_ticks: 0,
+            first_latency_at: None,
+            probe_measured: false,
         }
     }
 
@@ -197,6 +209,9 @@ impl Estimator {
             };
             self.rate = Some(smoothed);
             self.note_rate(smoothed, s.now);
+        }
+        if s.latency_count > 0 && self.first_latency_at.is_none() {
+            self.first_latency_at = Some(s.now);
         }
         let tick_latency =
             (s.latency_count > 0).then(|| s.latency_sum as f64 / s.latency_count as f64);
@@ -282,6 +297,7 @@ impl Estimator {
             // may need longer for one), and in any case at its hard end.
             if (s.now >= p.end && !self.clean.is_empty()) || s.now >= p.hard_end {
                 self.probe = None;
+                self.probe_measured |= !self.clean.is_empty();
                 tracing::debug!(
                     target: "sluicegate::capacity",
                     base_latency_ms = self.base.map(|(b, _)| b / 1e6),
@@ -310,11 +326,25 @@ impl Estimator {
         // probing instead.
         let unsettled = !self.settled();
         let early = (slowed || unsettled) && age > SLOW_PROBE_GAP_NS.max((10.0 * latency) as Nanos);
-        if s.ceiling_refused && (age > BASE_WINDOW_NS || early) {
+        // Started into an overload the ceiling does not yet stop: latency climbs round after
+        // round while a queue builds. Its base is not what the rounds say; measure it.
+        let climbing = unsettled
+            && self.clean.len() >= 3
+            && self
+                .clean
+                .front()
+                .zip(self.clean.back())
+                .is_some_and(|(first, last)| *last > CLIMBING * first);
+        if climbing || (s.ceiling_refused && (age > BASE_WINDOW_NS || early)) {
             // Long enough for the queue to drain (the current latency) and then for a base latency
             // to be measured, with a tick to spare.
             let drain = ((2.0 * latency) as Nanos).saturating_add(s.elapsed);
-            let measure = ((2.0 * base) as Nanos).max(s.elapsed);
+            // Two base latencies, and long enough for a round of latencies at the current rate.
+            let round = self
+                .rate
+                .filter(|r| *r > 0.0)
+                .map_or(0, |r| (ROUND_SAMPLES as f64 / r * 1e9) as Nanos);
+            let measure = ((2.0 * base) as Nanos).max(s.elapsed).max(round);
             self.probes += 1;
             // The old rounds are what is being re-measured.
             self.clean.clear();
@@ -378,7 +408,13 @@ impl Estimator {
     /// Whether the base latency rests on enough clean rounds (or a probe) to compare latencies
     /// with.
     fn settled(&self) -> bool {
-        self.clean.len() >= SETTLED_ROUNDS || self.probes > 0
+        // The first completions are the quickest requests of those sent at the start; their
+        // latency is not the service's until a few latencies have passed.
+        let past_startup = match (self.first_latency_at, self.latency) {
+            (Some(at), Some(l)) => self.now.saturating_sub(at) as f64 >= STARTUP_LATENCIES * l,
+            _ => false,
+        };
+        past_startup && (self.clean.len() >= SETTLED_ROUNDS || self.probe_measured)
     }
 
     /// Whether the smoothed latency shows a queue above the base latency.
@@ -405,6 +441,8 @@ impl Estimator {
         let knee = self.knee();
         let ceiling = match (self.probe, knee) {
             (Some(p), _) => Some(p.ceiling),
+            // Until the figures rest on enough measurements, the configured ceiling stands.
+            (None, Some(_)) if !self.settled() => None,
             (None, Some(k)) => {
                 let headroom = if self.confirmed() {
                     HEADROOM
