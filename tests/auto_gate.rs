@@ -1,0 +1,812 @@
+//! The self-tuning gate (auto limits) through its public API, on a manual clock, driven by a
+//! scripted service in virtual time.
+//!
+//! The service: `W` workers, each request served for `S` once a worker is free (first come, first
+//! served), so its capacity is `C = W / S` and its knee `W`. Requests of each stream arrive evenly
+//! at their rate, interleaved in time order; each goes through [`Gate::begin`]; an admitted request
+//! holds its permit until the service has finished it; a request handed a ticket waits for it and
+//! is admitted when it is due. Time moves 1 ms a step; the test reads a snapshot every 100 ms (the
+//! sampler's tick). Nothing sleeps and nothing depends on wall time.
+
+mod common;
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use common::{gate_with, ms, FakeMemory};
+use sluicegate::clock::{Clock, ManualClock, Nanos};
+use sluicegate::config::Limit;
+use sluicegate::{Admission, Config, Gate, Permit, RejectReason, Rejection, Request, Snapshot};
+use sluicegate::{Ticket, Urgency};
+
+const STEP: Nanos = 1_000_000;
+
+/// What happened to the requests of one stream.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct Tally {
+    offered: u64,
+    admitted: u64,
+    in_flight: u64,
+    memory: u64,
+    rate: u64,
+    waiters: u64,
+}
+
+impl Tally {
+    fn since(&self, before: &Tally) -> Tally {
+        Tally {
+            offered: self.offered - before.offered,
+            admitted: self.admitted - before.admitted,
+            in_flight: self.in_flight - before.in_flight,
+            memory: self.memory - before.memory,
+            rate: self.rate - before.rate,
+            waiters: self.waiters - before.waiters,
+        }
+    }
+}
+
+/// Requests of one kind arriving evenly at `rate` per second.
+struct Stream {
+    request: Request<'static>,
+    rate: f64,
+    due: f64,
+    tally: Tally,
+}
+
+impl Stream {
+    fn new(request: Request<'static>, rate: f64) -> Self {
+        Stream {
+            request,
+            rate,
+            due: 0.0,
+            tally: Tally::default(),
+        }
+    }
+}
+
+/// The scripted service in front of which the gate sits.
+struct Service<'g> {
+    gate: &'g Gate<ManualClock>,
+    clock: ManualClock,
+    workers: usize,
+    service: Nanos,
+    /// Requests being served, with the time each is done (in start order, so in end order).
+    running: VecDeque<(Nanos, Permit<'g, ManualClock>)>,
+    /// Admitted requests waiting for a worker.
+    queue: VecDeque<Permit<'g, ManualClock>>,
+    /// Requests waiting for a token, and their stream.
+    waiting: Vec<(Ticket<'g, ManualClock>, usize)>,
+    /// Highest in-flight level seen at a step.
+    peak: u64,
+}
+
+impl<'g> Service<'g> {
+    fn new(
+        gate: &'g Gate<ManualClock>,
+        clock: &ManualClock,
+        workers: usize,
+        service: Duration,
+    ) -> Self {
+        Service {
+            gate,
+            clock: clock.clone(),
+            workers,
+            service: service.as_nanos() as Nanos,
+            running: VecDeque::new(),
+            queue: VecDeque::new(),
+            waiting: Vec::new(),
+            peak: 0,
+        }
+    }
+
+    fn in_flight(&self) -> u64 {
+        (self.running.len() + self.queue.len()) as u64
+    }
+
+    fn take(
+        &mut self,
+        decision: Result<Admission<'g, ManualClock>, Rejection>,
+        stream: usize,
+        streams: &mut [Stream],
+    ) {
+        let t = &mut streams[stream].tally;
+        match decision {
+            Ok(Admission::Now(permit)) => {
+                t.admitted += 1;
+                if self.running.len() < self.workers {
+                    let end = self.clock.now() + self.service;
+                    self.running.push_back((end, permit));
+                } else {
+                    self.queue.push_back(permit);
+                }
+            }
+            Ok(Admission::Wait(ticket)) => self.waiting.push((ticket, stream)),
+            Err(r) => match r.reason {
+                RejectReason::InFlightCeiling => t.in_flight += 1,
+                RejectReason::MemoryCeiling => t.memory += 1,
+                RejectReason::RateLimited => t.rate += 1,
+                RejectReason::TooManyWaiters => t.waiters += 1,
+                other => panic!("unexpected refusal {other:?}"),
+            },
+        }
+    }
+
+    /// One millisecond: finished requests release their permits, queued ones start, due tickets
+    /// are admitted, new requests arrive.
+    fn step(&mut self, streams: &mut [Stream]) {
+        self.clock.advance(Duration::from_nanos(STEP));
+        let now = self.clock.now();
+        while self.running.front().is_some_and(|(end, _)| *end <= now) {
+            self.running.pop_front();
+        }
+        while self.running.len() < self.workers {
+            match self.queue.pop_front() {
+                Some(permit) => self.running.push_back((now + self.service, permit)),
+                None => break,
+            }
+        }
+        let (due, later): (Vec<_>, Vec<_>) = self
+            .waiting
+            .drain(..)
+            .partition(|(t, _)| t.ready_at() <= Duration::from_nanos(now));
+        self.waiting = later;
+        for (ticket, stream) in due {
+            let decision = ticket.admit().map(Admission::Now);
+            self.take(decision, stream, streams);
+        }
+        // Arrivals of every stream, in the order they come within the step.
+        let mut arrivals = Vec::new();
+        for (i, s) in streams.iter_mut().enumerate() {
+            let before = s.due;
+            s.due += s.rate * STEP as f64 / 1e9;
+            let mut k = before.floor() + 1.0;
+            while k <= s.due {
+                arrivals.push(((k - before) / (s.due - before), i));
+                k += 1.0;
+            }
+        }
+        arrivals.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (_, i) in arrivals {
+            streams[i].tally.offered += 1;
+            let decision = self.gate.begin(&streams[i].request);
+            self.take(decision, i, streams);
+        }
+        self.peak = self.peak.max(self.in_flight());
+    }
+
+    /// Runs `secs`, calling `each_tick` with a snapshot every 100 ms.
+    fn run(&mut self, streams: &mut [Stream], secs: f64, mut each_tick: impl FnMut(&Snapshot)) {
+        let steps = (secs * 1e9 / STEP as f64).round() as u64;
+        for i in 1..=steps {
+            self.step(streams);
+            if i % 100 == 0 {
+                each_tick(&self.gate.snapshot());
+            }
+        }
+    }
+}
+
+fn show(s: &Snapshot) -> String {
+    let (l, m) = (&s.learned, &s.limits);
+    format!(
+        "{:5.1}s in flight {:>3} switch {:>5} trimmed mean {:?} | capacity {:.1?} base {:?} knee {:?} \
+         ceiling {:?} probing {} | limits: max_running {} max_avg_latency {:?} max_qps {:.1} \
+         max_in_flight {} shared {} max_wait {:?}",
+        s.at.as_secs_f64(),
+        s.in_flight,
+        s.switch.on,
+        s.trimmed_mean,
+        l.capacity,
+        l.base_latency,
+        l.knee,
+        l.ceiling,
+        l.probing,
+        m.max_running,
+        m.max_avg_latency,
+        m.max_qps,
+        m.max_in_flight,
+        m.shared_in_flight,
+        m.max_wait
+    )
+}
+
+fn near(value: f64, target: f64, share: f64) -> bool {
+    (value - target).abs() <= share * target.abs()
+}
+
+/// The service of every test: 20 workers × 50 ms, so C = 400/s and the knee is 20.
+const WORKERS: usize = 20;
+const SERVICE: Duration = Duration::from_millis(50);
+const CAPACITY: f64 = 400.0;
+/// Usual load (half the capacity) and a flood (twice it).
+const CALM: f64 = 200.0;
+const FLOOD: f64 = 800.0;
+
+/// A single stream of implicitly urgent requests.
+fn one_stream(rate: f64) -> Vec<Stream> {
+    vec![Stream::new(Request::url("/x"), rate)]
+}
+
+/// Snapshots of a run, one a tick, kept for failure messages.
+#[derive(Default)]
+struct Log(Vec<Snapshot>);
+
+impl Log {
+    fn keep(&mut self) -> impl FnMut(&Snapshot) + '_ {
+        |s| self.0.push(s.clone())
+    }
+
+    fn since(&self, at: f64) -> impl Iterator<Item = &Snapshot> {
+        self.0.iter().filter(move |s| s.at.as_secs_f64() >= at)
+    }
+
+    fn show(&self, from: f64) -> String {
+        self.since(from).map(|s| show(s) + "\n").collect()
+    }
+}
+
+fn ceiling_for(knee: u64) -> u64 {
+    (knee as f64 * 1.25).ceil() as u64 + 2
+}
+
+// ---------------------------------------------------------------- learned limits
+
+#[test]
+fn a_flood_is_learned_and_the_limits_follow_the_learned_figures() {
+    let (gate, clock, _) = gate_with(Config::default());
+    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
+    let mut streams = one_stream(CALM);
+    let mut log = Log::default();
+    service.run(&mut streams, 5.0, log.keep());
+    streams[0].rate = FLOOD;
+    service.run(&mut streams, 5.0, log.keep());
+    let trace = log.show(5.0);
+    let s = gate.snapshot();
+    let l = s.learned;
+    let capacity = l.capacity.expect("capacity");
+    let base = l.base_latency.expect("base latency");
+    let knee = l.knee.expect("knee");
+    assert!(near(capacity, CAPACITY, 0.03), "{trace}");
+    assert!(near(base.as_secs_f64(), 0.050, 0.02), "{trace}");
+    assert!((19..=21).contains(&knee), "{trace}");
+    // Once saturated: the ceiling is the knee plus a quarter plus two, the switch threshold the
+    // knee, the latency threshold one and a half base latencies.
+    assert_eq!(l.ceiling, Some(ceiling_for(knee)), "{trace}");
+    assert_eq!(s.limits.max_in_flight, ceiling_for(knee), "{trace}");
+    assert_eq!(s.limits.max_running, knee, "{trace}");
+    let expected = base.as_secs_f64() * 1.5;
+    let latency = s.limits.max_avg_latency.as_secs_f64();
+    assert!((latency - expected).abs() < 1e-6, "{latency} {trace}");
+    assert!(s.switch.on, "{trace}");
+    // The ceiling holds: after the first seconds of the flood, in-flight never exceeds it.
+    for s in log.since(8.0) {
+        assert!(s.in_flight <= s.limits.max_in_flight, "{}", show(s));
+    }
+}
+
+#[test]
+#[ignore = "Snapshot::limits.max_qps shows the learned capacity (400.0), while the urgent bucket runs \
+            at 1.25 × capacity: the gate admits 500/s with the switch on (see \
+            while_the_switch_is_on_the_whole_gate_admits_a_quarter_above_the_learned_capacity)"]
+fn learned_max_qps_is_a_quarter_above_the_learned_capacity() {
+    let (gate, clock, _) = gate_with(Config::default());
+    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
+    let mut streams = one_stream(CALM);
+    service.run(&mut streams, 5.0, |_| {});
+    streams[0].rate = FLOOD;
+    service.run(&mut streams, 5.0, |_| {});
+    let s = gate.snapshot();
+    let capacity = s.learned.capacity.unwrap();
+    assert!(
+        near(s.limits.max_qps, 1.25 * capacity, 0.01),
+        "{}",
+        show(&s)
+    );
+}
+
+#[test]
+fn while_the_switch_is_on_the_whole_gate_admits_a_quarter_above_the_learned_capacity() {
+    // A ceiling bounded far above the knee, so that only the rate holds the flood.
+    let mut config = Config::default();
+    config.gate.max_in_flight = Limit::Auto {
+        min: Some(100_000),
+        max: None,
+    };
+    let (gate, clock, _) = gate_with(config);
+    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
+    let mut streams = one_stream(CALM);
+    service.run(&mut streams, 5.0, |_| {});
+    streams[0].rate = FLOOD;
+    let mut log = Log::default();
+    service.run(&mut streams, 4.0, log.keep());
+    let before = streams[0].tally;
+    service.run(&mut streams, 4.0, log.keep());
+    let trace = log.show(9.0);
+    let s = gate.snapshot();
+    assert!(s.switch.on, "{trace}");
+    let capacity = s.learned.capacity.unwrap();
+    assert!(near(capacity, CAPACITY, 0.02), "{trace}");
+    let admitted = streams[0].tally.since(&before);
+    let rate = admitted.admitted as f64 / 4.0;
+    assert!(near(rate, 1.25 * capacity, 0.03), "{rate}/s: {trace}");
+    assert!(
+        admitted.rate > 0,
+        "the bucket refuses the rest: {admitted:?}"
+    );
+}
+
+#[test]
+fn at_usual_load_nothing_is_refused_and_the_switch_stays_off() {
+    let (gate, clock, _) = gate_with(Config::default());
+    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
+    let mut streams = one_stream(CALM);
+    let mut log = Log::default();
+    service.run(&mut streams, 10.0, log.keep());
+    let trace = log.show(0.0);
+    assert_eq!(
+        streams[0].tally.admitted, streams[0].tally.offered,
+        "{trace}"
+    );
+    for s in &log.0 {
+        assert!(!s.switch.on, "{}", show(s));
+    }
+    let s = gate.snapshot();
+    let knee = s.learned.knee.unwrap();
+    assert_eq!(knee, 10, "{trace}");
+    assert_eq!(s.limits.max_running, knee);
+    // The capacity is only a lower bound: the ceiling is generous.
+    assert!(s.limits.max_in_flight >= 2 * knee, "{trace}");
+    assert_eq!(s.counters.refused(), 0);
+}
+
+// ---------------------------------------------------------------- bounds and fixed values
+
+#[test]
+fn a_max_bound_caps_the_learned_in_flight_ceiling() {
+    let mut config = Config::default();
+    config.gate.max_in_flight = Limit::Auto {
+        min: None,
+        max: Some(10),
+    };
+    let (gate, clock, _) = gate_with(config);
+    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
+    let mut streams = one_stream(CALM);
+    let mut log = Log::default();
+    service.run(&mut streams, 5.0, log.keep());
+    streams[0].rate = FLOOD;
+    service.run(&mut streams, 3.0, log.keep());
+    let trace = log.show(0.0);
+    for s in &log.0 {
+        assert_eq!(s.limits.max_in_flight, 10, "{}", show(s));
+        assert!(s.in_flight <= 10, "{}", show(s));
+    }
+    assert!(service.peak <= 10, "peak {}", service.peak);
+    let t = streams[0].tally;
+    assert!(t.in_flight > 0, "refused at the ceiling: {t:?}");
+    // The learned figures are shown as learned, unbounded.
+    let learned = gate.snapshot().learned.ceiling.unwrap();
+    assert!(learned > 10, "{trace}");
+}
+
+#[test]
+#[ignore = "with the in-flight ceiling bounded (or fixed) at or below 1.2 × the knee the service never \
+            shows a queue (latency ≤ 1.2 × base), so every refusal at the ceiling counts as 'refused \
+            while latency stayed at its base' and the capacity grows ×1.5 a tick without end: \
+            max = 10: 1.7e4/s one second into the flood (true 400/s), 1.9e11 after 5 s, knee and \
+            max_running = u64::MAX within 11 s; max = 24: 1.2e4/s, 1.4e11; the learned max_running \
+            and max_qps follow, so the switch never turns on"]
+fn a_ceiling_bounded_below_the_knee_does_not_inflate_the_learned_capacity() {
+    for ceiling in [
+        Limit::Auto {
+            min: None,
+            max: Some(10),
+        },
+        Limit::Fixed(10),
+        // Above the knee (20), but where the queue is no more than 0.2 × the base latency.
+        Limit::Auto {
+            min: None,
+            max: Some(24),
+        },
+    ] {
+        let mut config = Config::default();
+        config.gate.max_in_flight = ceiling;
+        let (gate, clock, _) = gate_with(config);
+        let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
+        let mut streams = one_stream(CALM);
+        service.run(&mut streams, 5.0, |_| {});
+        streams[0].rate = FLOOD;
+        let mut log = Log::default();
+        service.run(&mut streams, 5.0, log.keep());
+        let s = gate.snapshot();
+        let trace = log.show(5.0);
+        assert!(
+            s.learned.capacity.unwrap() <= 2.0 * CAPACITY,
+            "{ceiling:?}: {trace}"
+        );
+        assert!(s.limits.max_running <= 2 * WORKERS as u64, "{trace}");
+        assert!(s.limits.max_qps <= 2.0 * CAPACITY, "{trace}");
+    }
+}
+
+#[test]
+fn bounds_apply_to_every_learned_limit() {
+    let mut config = Config::default();
+    config.gate.max_running = Limit::Auto {
+        min: None,
+        max: Some(12),
+    };
+    config.gate.max_avg_latency = Limit::Auto {
+        min: Some(ms(100)),
+        max: None,
+    };
+    config.gate.max_qps = Limit::Auto {
+        min: Some(450.0),
+        max: None,
+    };
+    config.gate.max_in_flight = Limit::Auto {
+        min: None,
+        max: Some(26),
+    };
+    let (gate, clock, _) = gate_with(config);
+    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
+    let mut streams = one_stream(CALM);
+    service.run(&mut streams, 5.0, |_| {});
+    streams[0].rate = FLOOD;
+    let mut log = Log::default();
+    service.run(&mut streams, 5.0, log.keep());
+    let s = gate.snapshot();
+    let trace = log.show(5.0);
+    // Learned: knee 20, base 50 ms (× 1.5 = 75 ms), capacity 400, ceiling 27.
+    assert_eq!(s.learned.knee, Some(20), "{trace}");
+    assert_eq!(s.limits.max_running, 12, "{trace}");
+    assert_eq!(s.limits.max_avg_latency, ms(100), "{trace}");
+    assert_eq!(s.limits.max_qps, 450.0, "{trace}");
+    assert_eq!(s.limits.max_in_flight, 26, "{trace}");
+}
+
+#[test]
+fn a_fixed_number_wins_over_what_is_learned() {
+    let mut config = Config::default();
+    config.gate.max_in_flight = 30.into();
+    config.gate.max_running = 7.into();
+    let (gate, clock, _) = gate_with(config);
+    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
+    let mut streams = one_stream(CALM);
+    let mut log = Log::default();
+    service.run(&mut streams, 5.0, log.keep());
+    streams[0].rate = FLOOD;
+    // Long enough for a probe: a fixed ceiling is not lowered by it either.
+    service.run(&mut streams, 15.0, log.keep());
+    let trace = log.show(5.0);
+    for s in &log.0 {
+        assert_eq!(s.limits.max_in_flight, 30, "{}", show(s));
+        assert_eq!(s.limits.max_running, 7, "{}", show(s));
+    }
+    assert!(service.peak <= 30);
+    let s = gate.snapshot();
+    assert!(s.learned.probes >= 1, "{trace}");
+    // The other figures are still learned.
+    assert!(near(s.limits.max_qps, s.learned.capacity.unwrap(), 1e-9));
+    assert!(s.learned.ceiling.is_some() && s.learned.ceiling != Some(30));
+}
+
+#[test]
+fn a_config_of_fixed_numbers_keeps_its_limits_while_showing_what_it_learned() {
+    let mut config = Config::default();
+    config.gate.max_running = 15.into();
+    config.gate.max_avg_latency = ms(100).into();
+    config.gate.max_qps = 300.0.into();
+    config.gate.max_in_flight = 40.into();
+    let timeout = config.gate.request_timeout;
+    let (gate, clock, _) = gate_with(config);
+    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
+    let mut streams = one_stream(CALM);
+    let mut log = Log::default();
+    service.run(&mut streams, 5.0, log.keep());
+    streams[0].rate = FLOOD;
+    service.run(&mut streams, 10.0, log.keep());
+    for s in &log.0 {
+        let m = &s.limits;
+        assert_eq!(
+            (m.max_running, m.max_avg_latency, m.max_qps, m.max_in_flight),
+            (15, ms(100), 300.0, 40),
+            "{}",
+            show(s)
+        );
+        // No urgent reserve, no shortened waits: the seed's gate.
+        assert_eq!(m.shared_in_flight, 40, "{}", show(s));
+        assert_eq!(m.max_wait, timeout, "{}", show(s));
+    }
+    let s = gate.snapshot();
+    assert!(s.learned.capacity.is_some(), "{}", show(&s));
+    assert!(s.learned.knee.is_some(), "{}", show(&s));
+    assert!(service.peak <= 40);
+}
+
+// ---------------------------------------------------------------- urgent reserve and floor
+
+fn with_reports_non_urgent() -> Config {
+    let mut config = Config::default();
+    config.routes.non_urgent = vec!["/report/*".into()];
+    config
+}
+
+/// An urgent and a non-urgent stream: calm for 5 s, then `flood` for 5 s; returns the tallies of
+/// the last 5 s of the flood (after 5 more seconds).
+fn mixed(urgent: f64, non_urgent: f64) -> (Tally, Tally, Log) {
+    let (gate, clock, _) = gate_with(with_reports_non_urgent());
+    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
+    let mut streams = vec![
+        Stream::new(Request::url("/pay"), 150.0),
+        Stream::new(Request::url("/report/monthly"), 50.0),
+    ];
+    let mut log = Log::default();
+    service.run(&mut streams, 5.0, log.keep());
+    streams[0].rate = urgent;
+    streams[1].rate = non_urgent;
+    service.run(&mut streams, 5.0, log.keep());
+    let (u, n) = (streams[0].tally, streams[1].tally);
+    service.run(&mut streams, 5.0, log.keep());
+    (streams[0].tally.since(&u), streams[1].tally.since(&n), log)
+}
+
+#[test]
+fn urgent_requests_get_in_while_non_urgent_requests_flood_at_the_ceiling() {
+    let (urgent, non_urgent, log) = mixed(40.0, 3.0 * CAPACITY);
+    let trace = log.show(5.0);
+    assert!(
+        urgent.admitted as f64 >= 0.98 * urgent.offered as f64,
+        "urgent {urgent:?} non-urgent {non_urgent:?}\n{trace}"
+    );
+    assert!(
+        (non_urgent.admitted as f64) < 0.5 * non_urgent.offered as f64,
+        "{non_urgent:?}"
+    );
+    // Room is kept for urgent requests: the shared level is below the ceiling.
+    let s = log.0.last().unwrap();
+    assert!(
+        s.limits.shared_in_flight < s.limits.max_in_flight,
+        "{}",
+        show(s)
+    );
+}
+
+#[test]
+#[ignore = "the floor path admits a non-urgent request only if in-flight is below the ceiling when it \
+            arrives, and an urgent flood refills every freed slot at once: with non_urgent_qps = 30 \
+            and 60/s non-urgent offered, 0 of 300 got in between 5 s and 10 s into a 2× or a 3× \
+            urgent flood (47 of 300 between 10 s and 15 s), the rest refused at the in-flight ceiling"]
+fn non_urgent_requests_keep_their_floor_while_urgent_requests_flood() {
+    for flood in [2.0, 3.0] {
+        let (urgent, non_urgent, log) = mixed(flood * CAPACITY, 60.0);
+        let floor = Config::default().gate.non_urgent_qps * 5.0;
+        assert!(
+            non_urgent.admitted as f64 >= 0.9 * floor,
+            "{flood}×: non-urgent {non_urgent:?} urgent {urgent:?}\n{}",
+            log.show(9.0)
+        );
+    }
+}
+
+// ---------------------------------------------------------------- memory
+
+/// Memory grows by 1 % of the limit per request in flight, from 50 %: the soft mark (80 %) is at
+/// about 30 in flight, the hard ceiling (95 %) at about 45. Readings are taken at 0, 10, 20 and 25
+/// in flight; returns the permits held (25).
+fn memory_bound<'g>(
+    gate: &'g Gate<ManualClock>,
+    clock: &ManualClock,
+    memory: &FakeMemory,
+) -> Vec<Permit<'g, ManualClock>> {
+    let urgent = Request::url("/pay").with_urgency(Urgency::Urgent);
+    let mut held = Vec::new();
+    for n in [0u64, 10, 20, 25] {
+        while (held.len() as u64) < n {
+            held.push(gate.try_acquire(&urgent).expect("below the marks"));
+        }
+        memory.set_used(500 + 10 * n);
+        gate.refresh_memory();
+        clock.advance(ms(100));
+    }
+    held
+}
+
+#[test]
+fn between_the_memory_marks_a_shrinking_share_of_non_urgent_requests_is_admitted() {
+    let (gate, clock, memory) = gate_with(Config::default());
+    let mut held = memory_bound(&gate, &clock, &memory);
+    let limits = gate.snapshot().limits;
+    let (soft, hard) = (limits.memory_soft_in_flight, limits.memory_hard_in_flight);
+    assert!((29..=30).contains(&soft), "{limits:?}");
+    assert!((44..=45).contains(&hard), "{limits:?}");
+    assert!(limits.shared_in_flight <= soft, "{limits:?}");
+    let urgent = Request::url("/pay").with_urgency(Urgency::Urgent);
+    let report = Request::url("/report").with_urgency(Urgency::NonUrgent);
+    let mut shares = Vec::new();
+    for n in 25..hard + 3 {
+        while (held.len() as u64) < n.min(hard) {
+            held.push(
+                gate.try_acquire(&urgent)
+                    .expect("urgent below the hard level"),
+            );
+        }
+        let mut admitted = 0;
+        for _ in 0..100 {
+            match gate.try_acquire(&report) {
+                Ok(p) => {
+                    admitted += 1;
+                    drop(p);
+                }
+                Err(r) => assert_eq!(r.reason, RejectReason::MemoryCeiling, "at {n}"),
+            }
+        }
+        let level = held.len() as u64;
+        let expected = if level < soft {
+            100.0
+        } else if level >= hard {
+            0.0
+        } else {
+            100.0 * (hard - level) as f64 / (hard - soft) as f64
+        };
+        assert!(
+            (admitted as f64 - expected).abs() <= 1.0,
+            "{admitted} of 100 admitted at {level} in flight, expected {expected} (soft {soft}, hard {hard})"
+        );
+        shares.push(admitted);
+    }
+    // Shrinking from all to none.
+    assert!(shares.windows(2).all(|w| w[1] <= w[0]), "{shares:?}");
+    assert_eq!(shares.first(), Some(&100));
+    assert_eq!(shares.last(), Some(&0));
+}
+
+#[test]
+fn urgent_requests_are_admitted_up_to_the_hard_memory_level() {
+    let (gate, clock, memory) = gate_with(Config::default());
+    let mut held = memory_bound(&gate, &clock, &memory);
+    let hard = gate.snapshot().limits.memory_hard_in_flight;
+    let urgent = Request::url("/pay").with_urgency(Urgency::Urgent);
+    loop {
+        match gate.try_acquire(&urgent) {
+            Ok(p) => held.push(p),
+            Err(r) => {
+                assert_eq!(r.reason, RejectReason::MemoryCeiling);
+                break;
+            }
+        }
+        assert!(held.len() <= 1000, "never refused");
+    }
+    assert_eq!(held.len() as u64, hard);
+    // Releasing one lets one more urgent request in.
+    held.pop();
+    assert!(gate.try_acquire(&urgent).is_ok());
+}
+
+#[test]
+fn below_the_soft_memory_mark_every_request_is_admitted() {
+    let (gate, clock, memory) = gate_with(Config::default());
+    let _held = memory_bound(&gate, &clock, &memory);
+    let report = Request::url("/report").with_urgency(Urgency::NonUrgent);
+    for _ in 0..100 {
+        drop(gate.try_acquire(&report).expect("below the soft mark"));
+    }
+    assert_eq!(gate.snapshot().counters.refused(), 0);
+}
+
+// ---------------------------------------------------------------- deadline-aware waits
+
+#[test]
+fn max_wait_is_the_request_timeout_less_the_expected_latency_and_a_quarter_of_it_while_the_switch_is_on(
+) {
+    // A slower service (20 workers × 200 ms: C = 100/s) so the latencies are large.
+    let (gate, clock, _) = gate_with(Config::default());
+    let timeout = Config::default().gate.request_timeout;
+    let mut service = Service::new(&gate, &clock, WORKERS, ms(200));
+    let mut streams = one_stream(50.0);
+    let mut log = Log::default();
+    service.run(&mut streams, 5.0, log.keep());
+    let s = gate.snapshot();
+    assert_eq!(s.trimmed_mean, Some(ms(200)), "{}", show(&s));
+    assert_eq!(s.limits.max_wait, timeout - ms(200), "{}", show(&s));
+    streams[0].rate = 300.0;
+    service.run(&mut streams, 10.0, log.keep());
+    let mut short = 0;
+    let mut first_on = None;
+    for s in &log.0 {
+        let Some(expected) = s.trimmed_mean else {
+            continue;
+        };
+        let mut want = timeout.saturating_sub(expected);
+        if s.switch.on || s.learned.probing {
+            want = want.min(Duration::from_nanos(
+                (expected.as_nanos() as f64 * 0.25) as u64,
+            ));
+            short += 1;
+            first_on.get_or_insert(s.at);
+        }
+        assert_eq!(s.limits.max_wait, want, "{}", show(s));
+    }
+    assert!(short > 50, "the switch was on for {short} ticks");
+    // On the tick the switch turned on, the wait was already short.
+    let first = log.0.iter().find(|s| Some(s.at) == first_on).unwrap();
+    assert!(
+        first.limits.max_wait <= first.trimmed_mean.unwrap() / 4 + Duration::from_nanos(1),
+        "{}",
+        show(first)
+    );
+}
+
+// ---------------------------------------------------------------- reload
+
+/// A gate that has learned the service at a flood; returns the service (still flooded).
+fn learned<'g>(gate: &'g Gate<ManualClock>, clock: &ManualClock) -> (Service<'g>, Vec<Stream>) {
+    let mut service = Service::new(gate, clock, WORKERS, SERVICE);
+    let mut streams = one_stream(CALM);
+    service.run(&mut streams, 5.0, |_| {});
+    streams[0].rate = FLOOD;
+    service.run(&mut streams, 5.0, |_| {});
+    (service, streams)
+}
+
+#[test]
+fn reload_keeps_the_learned_figures_and_applies_new_bounds() {
+    let (gate, clock, _) = gate_with(Config::default());
+    let (mut service, mut streams) = learned(&gate, &clock);
+    let before = gate.snapshot();
+    assert_eq!(before.limits.max_in_flight, 27, "{}", show(&before));
+    let mut bounded = Config::default();
+    bounded.gate.max_in_flight = Limit::Auto {
+        min: None,
+        max: Some(25),
+    };
+    gate.reload(bounded).unwrap();
+    let after = gate.snapshot();
+    assert_eq!(after.learned, before.learned);
+    assert_eq!(after.limits.max_in_flight, 25, "{}", show(&after));
+    let mut log = Log::default();
+    service.run(&mut streams, 3.0, log.keep());
+    for s in &log.0 {
+        assert_eq!(s.limits.max_in_flight, 25, "{}", show(s));
+        assert!(s.in_flight <= 25, "{}", show(s));
+    }
+    let s = gate.snapshot();
+    assert!(
+        near(s.learned.capacity.unwrap(), CAPACITY, 0.03),
+        "{}",
+        show(&s)
+    );
+    assert_eq!(s.learned.knee, before.learned.knee);
+    // Bounds lifted: the learned ceiling is back at the next tick.
+    gate.reload(Config::default()).unwrap();
+    service.run(&mut streams, 0.2, |_| {});
+    assert_eq!(gate.snapshot().limits.max_in_flight, 27);
+}
+
+#[test]
+#[ignore = "reload stores the unlearned limits (max_in_flight 1000, the seed's 250/s, max_wait = \
+            request_timeout, memory marks open) until the next tick: mid-flood, reloading the same \
+            config shows max_in_flight 1000 (learned 27) and max_wait 2.5 s (was 16.8 ms), and \
+            in-flight reaches 45 before the next tick"]
+fn reload_keeps_the_learned_limits_in_force_until_the_next_tick() {
+    let (gate, clock, _) = gate_with(Config::default());
+    let (mut service, mut streams) = learned(&gate, &clock);
+    let before = gate.snapshot();
+    gate.reload(Config::default()).unwrap();
+    let after = gate.snapshot();
+    assert_eq!(
+        after.limits,
+        before.limits,
+        "{}\n{}",
+        show(&before),
+        show(&after)
+    );
+    service.peak = 0;
+    for _ in 0..100 {
+        service.step(&mut streams);
+    }
+    assert!(
+        service.peak <= before.limits.max_in_flight,
+        "peak {}",
+        service.peak
+    );
+}

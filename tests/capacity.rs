@@ -1,0 +1,637 @@
+//! The capacity estimator (`sluicegate::capacity::Estimator`) on its own, fed the ticks of a modelled
+//! service.
+//!
+//! The model: `W` workers and a service time `S`, so a capacity `C = W / S` and a knee `W = C × S`.
+//! Requests arrive at an offered rate `λ` and are admitted while the in-flight level is below the
+//! ceiling (the estimator's own learned ceiling, as the gate applies it, unless a test says otherwise).
+//! Time runs in 1 ms steps of a fluid model: up to `W` requests are served at once, each for `S`, so
+//! that in steady state a tick completes `min(λ, C) × tick` requests, whose latency is `S` while
+//! in-flight ≤ `W` and `S + queue / C` above it. Everything is deterministic: no randomness, no wall
+//! time.
+
+use std::time::Duration;
+
+use sluicegate::capacity::{
+    Estimator, Learned, TickSample, BASE_WINDOW, HEADROOM, PROBE_DEPTH, RATE_WINDOW,
+    UNCONFIRMED_HEADROOM,
+};
+use sluicegate::clock::Nanos;
+
+/// The sampler's tick, as in the default config.
+const TICK: Nanos = 100_000_000;
+/// Steps of the fluid model per tick.
+const STEPS: u32 = 100;
+/// The gate's in-flight ceiling until it has learned one.
+const UNLEARNED_CEILING: u64 = 1000;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A service of `workers` ways of working in parallel, each request taking `service`.
+struct Service {
+    workers: f64,
+    service: f64,
+    in_flight: f64,
+    /// Fractions of a completion carried over to the next tick, so that counts are whole.
+    carry: f64,
+    now: Nanos,
+}
+
+impl Service {
+    fn new(workers: u32, service: Duration) -> Self {
+        Service {
+            workers: f64::from(workers),
+            service: service.as_secs_f64(),
+            in_flight: 0.0,
+            carry: 0.0,
+            now: 0,
+        }
+    }
+
+    /// Completions per second at saturation (`C = W / S`).
+    fn capacity(&self) -> f64 {
+        self.workers / self.service
+    }
+
+    /// One sampler tick at `offered` requests per second, with requests refused at `ceiling`.
+    fn tick(&mut self, offered: f64, ceiling: u64) -> TickSample {
+        let dt = TICK as f64 / 1e9 / f64::from(STEPS);
+        let k = ceiling as f64;
+        let (mut done, mut weighted, mut refused) = (0.0, 0.0, false);
+        for _ in 0..STEPS {
+            let arrivals = offered * dt;
+            let room = (k - self.in_flight).max(0.0);
+            if arrivals > room + 1e-9 {
+                refused = true;
+            }
+            self.in_flight += arrivals.min(room);
+            let busy = self.in_flight.min(self.workers);
+            let out = (busy / self.service * dt).min(self.in_flight);
+            // Little's law for the current state: S while no queue, S + queue / C above the knee.
+            let latency = self.service * (self.in_flight / self.workers).max(1.0);
+            done += out;
+            weighted += out * latency;
+            self.in_flight -= out;
+        }
+        self.now += TICK;
+        let total = done + self.carry;
+        let completed = (total + 1e-6).floor().max(0.0);
+        self.carry = total - completed;
+        let mean = if done > 0.0 { weighted / done } else { 0.0 };
+        TickSample {
+            now: self.now,
+            elapsed: TICK,
+            completed: completed as u64,
+            latency_sum: (mean * 1e9 * completed).round() as u64,
+            latency_count: completed as u64,
+            in_flight: self.in_flight.round() as u64,
+            ceiling_refused: refused,
+        }
+    }
+}
+
+/// One tick as the test saw it.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    /// Seconds since the run started.
+    at: f64,
+    sample: TickSample,
+    learned: Learned,
+}
+
+impl Step {
+    fn latency(&self) -> Option<f64> {
+        let s = &self.sample;
+        (s.latency_count > 0).then(|| s.latency_sum as f64 / s.latency_count as f64 / 1e9)
+    }
+}
+
+/// A service and the estimator that watches it, in a closed loop: the service is admitted up to
+/// the estimator's ceiling.
+struct Run {
+    service: Service,
+    estimator: Estimator,
+    learned: Learned,
+    trace: Vec<Step>,
+}
+
+impl Run {
+    fn new(workers: u32, service: Duration) -> Self {
+        Run {
+            service: Service::new(workers, service),
+            estimator: Estimator::new(),
+            learned: Learned::default(),
+            trace: Vec::new(),
+        }
+    }
+
+    /// Runs `secs` at `offered` requests per second under the learned ceiling; returns this
+    /// phase's ticks.
+    fn run(&mut self, offered: f64, secs: f64) -> Vec<Step> {
+        self.run_with(offered, secs, |l| l.ceiling.unwrap_or(UNLEARNED_CEILING))
+    }
+
+    /// Runs `secs` at `offered` requests per second with the ceiling `ceiling` chooses.
+    fn run_with(
+        &mut self,
+        offered: f64,
+        secs: f64,
+        ceiling: impl Fn(&Learned) -> u64,
+    ) -> Vec<Step> {
+        let ticks = (secs * 1e9 / TICK as f64).round() as usize;
+        let start = self.trace.len();
+        for _ in 0..ticks {
+            let k = ceiling(&self.learned);
+            let sample = self.service.tick(offered, k);
+            self.learned = self.estimator.observe(&sample);
+            self.trace.push(Step {
+                at: sample.now as f64 / 1e9,
+                sample,
+                learned: self.learned,
+            });
+        }
+        self.trace[start..].to_vec()
+    }
+
+    /// Seconds since the run started.
+    fn now(&self) -> f64 {
+        self.service.now as f64 / 1e9
+    }
+
+    fn capacity(&self) -> f64 {
+        self.learned.capacity.expect("capacity learned")
+    }
+
+    fn base(&self) -> f64 {
+        self.learned
+            .base_latency
+            .expect("base latency learned")
+            .as_secs_f64()
+    }
+
+    fn knee(&self) -> u64 {
+        self.learned.knee.expect("knee learned")
+    }
+
+    /// The trace from `from` seconds on, one line a tick: for failure messages.
+    fn show(&self, from: f64) -> String {
+        self.trace
+            .iter()
+            .filter(|s| s.at >= from - 1e-9)
+            .map(|s| {
+                let l = &s.learned;
+                format!(
+                    "{:6.1}s capacity {:7.1} base {:6.1} ms knee {:>3} ceiling {:>3}{} probes {} | \
+                     done {:>3} latency {:6.1} ms refused {}\n",
+                    s.at,
+                    l.capacity.unwrap_or(f64::NAN),
+                    l.base_latency.map_or(f64::NAN, |b| b.as_secs_f64() * 1e3),
+                    l.knee.unwrap_or(0),
+                    l.ceiling.unwrap_or(0),
+                    if l.probing { " (probing)" } else { "" },
+                    l.probes,
+                    s.sample.completed,
+                    s.latency().unwrap_or(f64::NAN) * 1e3,
+                    s.sample.ceiling_refused,
+                )
+            })
+            .collect()
+    }
+}
+
+/// Whether `value` is within `share` of `target`.
+fn near(value: f64, target: f64, share: f64) -> bool {
+    (value - target).abs() <= share * target.abs()
+}
+
+fn ceiling_for(knee: u64, headroom: f64) -> u64 {
+    (knee as f64 * (1.0 + headroom)).ceil() as u64 + 2
+}
+
+// ---------------------------------------------------------------- learning at load
+
+#[test]
+fn model_completes_min_of_offered_and_capacity_with_latency_s_below_the_knee() {
+    // The model itself: 20 workers × 50 ms = 400/s.
+    let mut s = Service::new(20, ms(50));
+    assert_eq!(s.capacity(), 400.0);
+    let ticks: Vec<TickSample> = (0..20).map(|_| s.tick(200.0, 1000)).collect();
+    let last = ticks.last().unwrap();
+    assert_eq!(last.completed, 20);
+    assert_eq!(last.latency_sum / last.latency_count, 50_000_000);
+    assert!(!last.ceiling_refused);
+    // Saturated at a ceiling of 30: 40 a tick, latency S + 10 / C = 75 ms, refusing.
+    let ticks: Vec<TickSample> = (0..30).map(|_| s.tick(800.0, 30)).collect();
+    let last = ticks.last().unwrap();
+    assert_eq!(last.completed, 40);
+    let latency = last.latency_sum as f64 / last.latency_count as f64 / 1e6;
+    assert!((latency - 75.0).abs() < 0.01, "{latency}");
+    assert!(last.ceiling_refused);
+}
+
+#[test]
+fn nothing_is_learned_before_the_first_completion() {
+    let mut e = Estimator::new();
+    let learned = e.observe(&TickSample {
+        now: TICK,
+        elapsed: TICK,
+        in_flight: 3,
+        ..TickSample::default()
+    });
+    assert_eq!(learned, Learned::default());
+    assert_eq!(e.capacity(), None);
+    assert_eq!(e.knee(), None);
+}
+
+#[test]
+fn learns_capacity_and_base_latency_within_a_few_percent_at_full_load() {
+    // 20 workers × 50 ms: C = 400/s, knee 20. Offered exactly C.
+    let mut run = Run::new(20, ms(50));
+    run.run(400.0, 3.0);
+    let trace = run.show(0.0);
+    assert!(near(run.capacity(), 400.0, 0.02), "{trace}");
+    assert!(near(run.base(), 0.050, 0.02), "{trace}");
+    assert_eq!(run.knee(), 20, "{trace}");
+    // No queue was seen: the capacity is not confirmed, the ceiling generous.
+    assert!(!run.estimator.confirmed());
+    assert_eq!(
+        run.learned.ceiling,
+        Some(ceiling_for(20, UNCONFIRMED_HEADROOM))
+    );
+}
+
+#[test]
+fn learns_capacity_and_base_latency_within_a_few_percent_at_twice_the_load_after_a_calm_start() {
+    let mut run = Run::new(20, ms(50));
+    run.run(200.0, 2.0); // calm
+    run.run(800.0, 3.0); // 2 × C
+    let trace = run.show(0.0);
+    assert!(near(run.capacity(), 400.0, 0.03), "{trace}");
+    assert!(near(run.base(), 0.050, 0.03), "{trace}");
+    assert!(
+        (19..=21).contains(&run.knee()),
+        "knee {} {trace}",
+        run.knee()
+    );
+    // Saturated: a queue was seen, the ceiling has the ordinary headroom.
+    assert!(run.estimator.confirmed(), "{trace}");
+    assert_eq!(
+        run.learned.ceiling,
+        Some(ceiling_for(run.knee(), HEADROOM)),
+        "{trace}"
+    );
+}
+
+/// A gate started into a flood: the first latencies all include a queue.
+fn started_into_a_flood(load: f64) -> Run {
+    let mut run = Run::new(20, ms(50));
+    run.run(load * 400.0, 5.0);
+    run
+}
+
+#[test]
+fn a_gate_started_into_a_flood_probes_for_its_base_latency_within_a_few_seconds() {
+    for load in [2.0, 3.0] {
+        let run = started_into_a_flood(load);
+        assert!(run.learned.probes >= 1, "{load}×: {}", run.show(0.0));
+        // The capacity is measured at saturation whatever the base.
+        assert!(
+            near(run.capacity(), 400.0, 0.03),
+            "{load}×: {}",
+            run.show(0.0)
+        );
+    }
+}
+
+#[test]
+#[ignore = "started into a 2× flood the first probe (1.7 s) measures a base of 57.5 ms (S = 50 ms, \
+            knee 23), right only after the second probe at 12.4 s; at 3× the base is 90 ms (2.6 s), \
+            67.5 ms (13.9 s), 50 ms only after the third probe (24.4 s): the probe's ceiling is \
+            0.75 × a knee computed from a queued base, still above W, so the queue never drains"]
+fn a_gate_started_into_a_flood_learns_its_base_latency_within_a_few_seconds() {
+    for load in [2.0, 3.0] {
+        let run = started_into_a_flood(load);
+        let trace = run.show(0.0);
+        assert!(near(run.base(), 0.050, 0.05), "{load}×: {trace}");
+        assert!((19..=21).contains(&run.knee()), "{load}×: {trace}");
+    }
+}
+
+#[test]
+fn knee_is_capacity_times_base_latency_for_services_of_every_size() {
+    // (workers, service time, seconds to learn): a slow service completes few requests a tick and
+    // is smoothed over more ticks.
+    for (workers, service, secs) in [
+        (20, ms(50), 4.0),
+        (4, ms(10), 4.0),
+        (200, ms(10), 4.0),
+        (8, ms(200), 20.0),
+        (1000, ms(500), 6.0),
+    ] {
+        let mut run = Run::new(workers, service);
+        let c = run.service.capacity();
+        run.run(c, secs);
+        let label = format!("W {workers} S {service:?}");
+        let little = (run.capacity() * run.base()).ceil() as u64;
+        assert_eq!(run.knee(), little.max(1), "{label}");
+        let knee = run.knee() as f64;
+        assert!(
+            near(knee, f64::from(workers), 0.05),
+            "{label}: knee {knee}\n{}",
+            run.show(0.0)
+        );
+        assert!(near(run.base(), service.as_secs_f64(), 0.02), "{label}");
+    }
+}
+
+// ---------------------------------------------------------------- low load
+
+#[test]
+fn at_half_load_the_capacity_is_a_lower_bound_and_the_ceiling_at_least_twice_the_knee() {
+    let mut run = Run::new(20, ms(50));
+    let steps = run.run(200.0, 5.0);
+    let trace = run.show(0.0);
+    // What was measured is what was offered, not the service's 400/s.
+    assert!(run.capacity() <= 400.0, "{trace}");
+    assert!(near(run.capacity(), 200.0, 0.02), "{trace}");
+    assert!(!run.estimator.confirmed());
+    let knee = run.knee();
+    assert_eq!(knee, 10, "{trace}");
+    let ceiling = run.learned.ceiling.unwrap();
+    assert!(ceiling >= 2 * knee, "ceiling {ceiling} {trace}");
+    // So the ceiling never binds at the usual load (10 in flight).
+    assert!(steps.iter().all(|s| !s.sample.ceiling_refused), "{trace}");
+    assert!(ceiling as f64 > 200.0 * 0.050);
+}
+
+#[test]
+fn a_burst_above_the_usual_load_passes_a_ceiling_learned_at_low_load() {
+    // Learned at 0.5 × C: a burst of 1.5 × the usual load (in flight 15) fits under the ceiling.
+    let mut run = Run::new(20, ms(50));
+    run.run(200.0, 5.0);
+    let burst = run.run(300.0, 2.0);
+    assert!(
+        burst.iter().all(|s| !s.sample.ceiling_refused),
+        "{}",
+        run.show(5.0)
+    );
+}
+
+// ---------------------------------------------------------------- growth
+
+#[test]
+fn capacity_grows_while_the_ceiling_refuses_and_latency_stays_at_its_base() {
+    // A big service (100 workers × 50 ms = 2000/s) seen at 10 % load learns a lower bound of 200/s
+    // and a ceiling of 22; then demand doubles the service's capacity. The ceiling refuses while
+    // latency stays at 50 ms: the service is not saturated, and the capacity must grow.
+    let mut run = Run::new(100, ms(50));
+    run.run(200.0, 5.0);
+    let before = run.capacity();
+    assert!(near(before, 200.0, 0.02));
+    let flood = run.run(4000.0, 0.3);
+    let trace = run.show(4.5);
+    let first = flood
+        .iter()
+        .find(|s| s.sample.ceiling_refused)
+        .expect("the ceiling refuses");
+    assert!(
+        first.latency().unwrap() <= 0.050 * 1.01,
+        "latency at base while refusing: {trace}"
+    );
+    let grown = flood.last().unwrap().learned.capacity.unwrap();
+    assert!(grown >= 1.5 * before, "{before} -> {grown}: {trace}");
+    // ...until it reaches the service's capacity, where a queue forms.
+    run.run(4000.0, 3.0);
+    let trace = run.show(4.5);
+    assert!(near(run.capacity(), 2000.0, 0.03), "{trace}");
+    assert!(near(run.base(), 0.050, 0.01), "{trace}");
+    assert!((95..=105).contains(&run.knee()), "{trace}");
+    assert!(run.estimator.confirmed(), "{trace}");
+}
+
+#[test]
+fn capacity_grows_at_most_once_per_base_latency_by_the_growth_factor() {
+    // Scripted: the ceiling refuses every tick while latency stays at the base, 22 completions per
+    // 100 ms tick (220/s measured).
+    let mut e = Estimator::new();
+    let tick = |e: &mut Estimator, i: u64, refused: bool| {
+        e.observe(&TickSample {
+            now: (i + 1) * TICK,
+            elapsed: TICK,
+            completed: 22,
+            latency_sum: 22 * 50_000_000,
+            latency_count: 22,
+            in_flight: 11,
+            ceiling_refused: refused,
+        })
+    };
+    for i in 0..50 {
+        tick(&mut e, i, false);
+    }
+    let base = e.capacity().unwrap();
+    let mut previous = base;
+    for i in 50..60 {
+        let c = tick(&mut e, i, true).capacity.unwrap();
+        // At most ×1.5 a step (one step per tick: the tick is longer than the base latency).
+        assert!(c <= previous * 1.5 * 1.0001, "{previous} -> {c}");
+        assert!(c > previous, "grows every tick: {previous} -> {c}");
+        previous = c;
+    }
+    assert!(previous > base * 1.5f64.powi(9), "{base} -> {previous}");
+}
+
+// ---------------------------------------------------------------- standing queue and probes
+
+#[test]
+fn a_standing_queue_does_not_drift_the_base_latency_and_a_probe_re_measures_it() {
+    // Learned at 1 × C (base 50 ms, knee 20). Then a flood held at a ceiling of 26 outside probes: a
+    // standing queue of 6, latency 1.3 × S = 65 ms at capacity 400/s, the ceiling refusing.
+    let mut run = Run::new(20, ms(50));
+    run.run(400.0, 5.0);
+    let calm_probes = run.learned.probes;
+    let standing = run.run_with(
+        800.0,
+        25.0,
+        |l| if l.probing { l.ceiling.unwrap() } else { 26 },
+    );
+    let trace = run.show(5.0);
+    let queued = standing
+        .iter()
+        .rev()
+        .filter(|s| !s.learned.probing)
+        .find_map(Step::latency)
+        .unwrap();
+    assert!(near(queued, 0.065, 0.01), "latency {queued}: {trace}");
+    for s in &standing {
+        let base = s.learned.base_latency.unwrap().as_secs_f64();
+        assert!(
+            base <= 0.050 * 1.02,
+            "base drifted to {base} at {}: {trace}",
+            s.at
+        );
+    }
+    // A probe came within the base window (plus the tick it takes), and lowered the ceiling below
+    // the knee.
+    let probe = standing
+        .iter()
+        .find(|s| s.learned.probing)
+        .unwrap_or_else(|| panic!("no probe: {trace}"));
+    assert!(
+        probe.at <= 5.0 + BASE_WINDOW.as_secs_f64() + 1.0,
+        "probe at {}: {trace}",
+        probe.at
+    );
+    assert_eq!(
+        probe.learned.ceiling,
+        Some((20.0 * PROBE_DEPTH) as u64),
+        "{trace}"
+    );
+    assert!(run.learned.probes > calm_probes, "{trace}");
+    // The probe drained the queue: latency at the base was measured while it ran.
+    let drained = standing
+        .iter()
+        .filter(|s| s.learned.probing)
+        .filter_map(Step::latency)
+        .fold(f64::MAX, f64::min);
+    assert!(near(drained, 0.050, 0.01), "{trace}");
+    // Probes end, and repeat about once per base window.
+    assert!(!run.learned.probing, "{trace}");
+    assert!(run.learned.probes >= 2, "{trace}");
+    assert!(near(run.base(), 0.050, 0.02), "{trace}");
+    assert!(near(run.capacity(), 400.0, 0.02), "{trace}");
+}
+
+#[test]
+fn probes_cost_little_throughput() {
+    // Saturated for 30 s under the learned ceiling: the probes' lower ceiling costs a few percent
+    // of completions at most.
+    let mut run = Run::new(20, ms(50));
+    run.run(400.0, 5.0);
+    let steps = run.run(800.0, 30.0);
+    let done: u64 = steps.iter().map(|s| s.sample.completed).sum();
+    let most = 400.0 * 30.0;
+    assert!(
+        done as f64 >= 0.97 * most,
+        "{done} of {most}: {}",
+        run.show(5.0)
+    );
+    assert!(run.learned.probes >= 2);
+}
+
+// ---------------------------------------------------------------- the service changes
+
+/// Learned at 1 × C, then saturated at 2 × C for 5 s; returns the run (now at 10 s).
+fn saturated() -> Run {
+    let mut run = Run::new(20, ms(50));
+    run.run(400.0, 5.0);
+    run.run(800.0, 5.0);
+    assert!(near(run.capacity(), 400.0, 0.02), "{}", run.show(0.0));
+    assert!(near(run.base(), 0.050, 0.02), "{}", run.show(0.0));
+    run
+}
+
+#[test]
+fn when_the_service_slows_twice_the_base_is_re_measured_and_the_knee_settles_near_the_workers() {
+    let mut run = saturated();
+    let slowed_at = run.now();
+    run.service.service = 0.100; // latency 2 S, completions C / 2; the knee is still W = 20
+    let after = run.run(800.0, 15.0);
+    let trace = run.show(slowed_at - 0.5);
+    // A probe re-measures the base.
+    let probe = after
+        .iter()
+        .find(|s| s.learned.probing)
+        .unwrap_or_else(|| panic!("no probe: {trace}"));
+    assert!(
+        probe.at - slowed_at <= 2.0,
+        "probe at {}: {trace}",
+        probe.at
+    );
+    // Within the rate window and a second of probing, the knee is W ± 20 % and stays so.
+    let settle = slowed_at + RATE_WINDOW.as_secs_f64() + 2.0;
+    for s in after.iter().filter(|s| s.at >= settle) {
+        let knee = s.learned.knee.unwrap() as f64;
+        assert!(near(knee, 20.0, 0.2), "knee {knee} at {}: {trace}", s.at);
+    }
+    assert!(near(run.base(), 0.100, 0.05), "{trace}");
+    assert!(near(run.capacity(), 200.0, 0.05), "{trace}");
+}
+
+#[test]
+fn when_the_service_slows_the_ceiling_never_falls_below_the_knee_before_the_base_is_re_measured() {
+    // The trap the slowed-service probe avoids: the rate falls at once, the base only when
+    // re-measured, so capacity × old base would put the knee (and the ceiling) at W / 2.
+    let mut run = saturated();
+    let slowed_at = run.now();
+    run.service.service = 0.100;
+    let after = run.run(800.0, 15.0);
+    let trace = run.show(slowed_at - 0.5);
+    for s in after.iter().filter(|s| !s.learned.probing) {
+        let ceiling = s.learned.ceiling.unwrap();
+        assert!(ceiling >= 20, "ceiling {ceiling} at {}: {trace}", s.at);
+    }
+}
+
+#[test]
+#[ignore = "after the probe re-measures a base of 100 ms, the capacity stays at the old 400/s until \
+            the rate window forgets it: the knee is 40 (2 W) and the ceiling 52 for 1.9 s \
+            (11.2 s to 13.1 s), latency 260 ms = 2.6 × the new base"]
+fn when_the_service_slows_the_knee_stays_near_the_workers_throughout() {
+    let mut run = saturated();
+    let slowed_at = run.now();
+    run.service.service = 0.100;
+    let after = run.run(800.0, 15.0);
+    let trace = run.show(slowed_at - 0.5);
+    for s in &after {
+        let knee = s.learned.knee.unwrap() as f64;
+        assert!(knee <= 1.2 * 20.0, "knee {knee} at {}: {trace}", s.at);
+    }
+}
+
+#[test]
+fn when_the_service_gets_twice_as_fast_capacity_follows_within_the_rate_window() {
+    let mut run = saturated();
+    let faster_at = run.now();
+    run.service.service = 0.025; // C = 800/s, the knee still W = 20
+    run.run(1200.0, RATE_WINDOW.as_secs_f64() + 0.5);
+    let trace = run.show(faster_at - 0.5);
+    assert!(near(run.capacity(), 800.0, 0.05), "{trace}");
+}
+
+#[test]
+#[ignore = "the module doc says the base latency falls at once when the service gets faster; \
+            under a refusing ceiling no round is clean, so the base stays 50 ms (S is now 25 ms) \
+            until the probe after BASE_WINDOW; meanwhile the knee is 40 (2 W) and the ceiling 52"]
+fn when_the_service_gets_twice_as_fast_the_base_latency_falls_at_once() {
+    let mut run = saturated();
+    let faster_at = run.now();
+    run.service.service = 0.025;
+    run.run(1200.0, RATE_WINDOW.as_secs_f64() + 0.5);
+    let trace = run.show(faster_at - 0.5);
+    assert!(near(run.base(), 0.025, 0.05), "{trace}");
+    assert!(near(run.knee() as f64, 20.0, 0.2), "{trace}");
+}
+
+#[test]
+#[ignore = "the knee is 40 (2 W) when the probe starts (15.1 s), so its ceiling, 30, is above \
+            W = 20: the queue does not drain and the probe measures 37.5 ms (S = 25 ms, knee 30, \
+            ceiling 40) until the next probe 10 s later; each probe corrects at most a third"]
+fn when_the_service_gets_faster_the_base_and_knee_are_right_after_the_next_probe() {
+    let mut run = saturated();
+    let faster_at = run.now();
+    run.service.service = 0.025;
+    run.run(1200.0, BASE_WINDOW.as_secs_f64() + 3.0);
+    let trace = run.show(faster_at - 0.5);
+    assert!(near(run.base(), 0.025, 0.05), "{trace}");
+    assert!(near(run.knee() as f64, 20.0, 0.2), "{trace}");
+    assert!(near(run.capacity(), 800.0, 0.05), "{trace}");
+}
+
+#[test]
+fn the_estimator_is_deterministic() {
+    let a = saturated();
+    let b = saturated();
+    let learned = |r: &Run| r.trace.iter().map(|s| s.learned).collect::<Vec<_>>();
+    assert_eq!(learned(&a), learned(&b));
+}
