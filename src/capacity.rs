@@ -52,6 +52,8 @@ pub const HEADROOM: f64 = 0.25;
 pub const UNCONFIRMED_HEADROOM: f64 = 1.0;
 /// Capacity growth factor while the ceiling refuses requests and latency stays at its base.
 pub const GROWTH: f64 = 1.5;
+/// The capacity estimate never grows past this multiple of the highest completion rate measured.
+pub const MAX_GROWTH: f64 = 4.0;
 /// Capacity growth factor once the service has been seen saturated.
 pub const GENTLE_GROWTH: f64 = 1.1;
 /// The probe's ceiling, as a share of the knee.
@@ -67,6 +69,16 @@ pub const SETTLED_ROUNDS: usize = 5;
 /// Latencies that must pass after the first one before the estimates are used: the first
 /// completions are the quickest of the requests sent at the start.
 pub const STARTUP_LATENCIES: f64 = 5.0;
+/// Rounds in a row below `FASTER × base` that mean the service got faster.
+pub const FASTER_ROUNDS: usize = 3;
+/// See [`FASTER_ROUNDS`].
+pub const FASTER: f64 = 0.8;
+/// A probe that finds a base above this multiple of the previous one means the service slowed.
+pub const SLOWER: f64 = 1.25;
+/// A capacity this much above the one at the last probe means the service got faster.
+pub const FASTER_RATE: f64 = 1.25;
+/// A probe that finds a base below this share of the previous one is followed by another.
+pub const REPROBE: f64 = 0.9;
 /// Before the base latency is settled, a round this much slower than the first means a queue is
 /// building.
 pub const CLIMBING: f64 = 1.5;
@@ -154,6 +166,14 @@ pub struct Estimator {
     first_latency_at: Option<Nanos>,
     /// Whether a probe has measured the base latency.
     probe_measured: bool,
+    /// Whether the last probe found a clearly lower base, so another one should follow.
+    reprobe: bool,
+    /// The capacity when the base latency was last re-measured by a probe.
+    rate_at_base: Option<f64>,
+    /// The completion rate of the latest tick.
+    tick_rate: Option<f64>,
+    /// The lowest latency of any tick so far.
+    lowest_latency: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -165,6 +185,10 @@ struct Probe {
     ceiling: u64,
     /// The probe ends here even if no clean round was measured.
     hard_end: Nanos,
+    /// The base latency before the probe.
+    base_before: Option<f64>,
+    /// The smoothed completion rate when the probe began.
+    rate_before: Option<f64>,
 }
 
 impl Default for Estimator {
@@ -193,6 +217,10 @@ impl Estimator {
             flat_ticks: 0,
             first_latency_at: None,
             probe_measured: false,
+            reprobe: false,
+            rate_at_base: None,
+            tick_rate: None,
+            lowest_latency: None,
         }
     }
 
@@ -202,6 +230,7 @@ impl Estimator {
         if s.elapsed > 0 && s.completed > 0 {
             let secs = s.elapsed as f64 / 1e9;
             let rate = s.completed as f64 / secs;
+            self.tick_rate = Some(rate);
             let weight = (s.completed as f64 / RATE_SAMPLES).min(1.0);
             let smoothed = match self.rate {
                 Some(r) => r + weight * (rate - r),
@@ -212,6 +241,10 @@ impl Estimator {
         }
         if s.latency_count > 0 && self.first_latency_at.is_none() {
             self.first_latency_at = Some(s.now);
+        }
+        if s.latency_count > 0 {
+            let l = s.latency_sum as f64 / s.latency_count as f64;
+            self.lowest_latency = Some(self.lowest_latency.map_or(l, |m: f64| m.min(l)));
         }
         let tick_latency =
             (s.latency_count > 0).then(|| s.latency_sum as f64 / s.latency_count as f64);
@@ -252,11 +285,28 @@ impl Estimator {
                     if self.clean.len() == ROUNDS {
                         self.clean.pop_front();
                     }
-                    self.clean.push_back(sum / count as f64);
+                    let mean = sum / count as f64;
+                    self.clean.push_back(mean);
+                    // The service got faster: the latest rounds are all well below the base, so
+                    // the older ones describe a service that is gone.
+                    let faster = self.base.is_some_and(|(b, _)| {
+                        self.clean.len() > FASTER_ROUNDS
+                            && self
+                                .clean
+                                .iter()
+                                .rev()
+                                .take(FASTER_ROUNDS)
+                                .all(|r| *r < FASTER * b)
+                    });
+                    if faster {
+                        let keep = self.clean.len() - FASTER_ROUNDS;
+                        self.clean.drain(..keep);
+                    }
                     let mut sorted: Vec<f64> = self.clean.iter().copied().collect();
                     sorted.sort_by(f64::total_cmp);
                     let median = sorted[sorted.len() / 2];
                     self.base = Some((median, s.now));
+                    self.rate_at_base = self.capacity();
                 }
             }
         }
@@ -282,7 +332,10 @@ impl Estimator {
                 } else {
                     GROWTH
                 };
-                self.rate_floor = c * gain;
+                // Never beyond a few times what the service has been seen to complete: past that,
+                // refusals with flat latency mean something else holds the service back.
+                let measured = self.rate_best.map_or(c, |(r, _)| r);
+                self.rate_floor = (c * gain).min(measured * MAX_GROWTH);
                 self.last_growth = s.now;
             }
         }
@@ -298,6 +351,23 @@ impl Estimator {
             if (s.now >= p.end && !self.clean.is_empty()) || s.now >= p.hard_end {
                 self.probe = None;
                 self.probe_measured |= !self.clean.is_empty();
+                // A probe's ceiling is three quarters of a knee that may itself be too high (a
+                // service that got faster, a gate started into a flood): while each probe finds a
+                // clearly lower base, probe again at once.
+                let now_base = self.base.map(|(b, _)| b);
+                self.reprobe = matches!((p.base_before, now_base), (Some(before), Some(after)) if after < REPROBE * before);
+                // The service slowed down: the rates remembered from before are a faster
+                // service's, and with the new base they would put the knee too high.
+                if let (Some(before), Some(after), Some(rate)) =
+                    (p.base_before, now_base, p.rate_before)
+                {
+                    if after > SLOWER * before {
+                        self.rate_best = Some((rate, s.now));
+                        self.rate_next = None;
+                        self.rate_floor = 0.0;
+                    }
+                }
+                self.rate_at_base = self.capacity();
                 tracing::debug!(
                     target: "sluicegate::capacity",
                     base_latency_ms = self.base.map(|(b, _)| b / 1e6),
@@ -335,7 +405,17 @@ impl Estimator {
                 .front()
                 .zip(self.clean.back())
                 .is_some_and(|(first, last)| *last > CLIMBING * first);
-        if climbing || (s.ceiling_refused && (age > BASE_WINDOW_NS || early)) {
+        let again = std::mem::take(&mut self.reprobe);
+        // The service got faster while saturated: it completes clearly more than when its base
+        // was measured, and the old base would put the knee too high.
+        let faster = s.ceiling_refused
+            && self
+                .rate_at_base
+                .zip(self.capacity())
+                .is_some_and(|(then, now)| now > FASTER_RATE * then)
+            && age > SLOW_PROBE_GAP_NS.max((10.0 * latency) as Nanos);
+        let again = again || faster;
+        if climbing || again || (s.ceiling_refused && (age > BASE_WINDOW_NS || early)) {
             // Long enough for the queue to drain (the current latency) and then for a base latency
             // to be measured, with a tick to spare.
             let drain = ((2.0 * latency) as Nanos).saturating_add(s.elapsed);
@@ -357,7 +437,29 @@ impl Estimator {
                     .now
                     .saturating_add(drain)
                     .saturating_add(measure.saturating_mul(10).max(PROBE_LONGEST_NS)),
-                ceiling: ((knee as f64 * PROBE_DEPTH) as u64).max(1),
+                // A probe that follows one which found a clearly lower base goes deeper: the knee
+                // it starts from is still too high. A gate that has never settled starts from the
+                // lowest latency it has seen, the one least inflated by the queue it started into.
+                ceiling: {
+                    let from = if unsettled {
+                        let lowest = self.lowest_latency.unwrap_or(base).min(base);
+                        self.capacity().map_or(knee as f64, |c| c * lowest / 1e9)
+                    } else {
+                        knee as f64
+                    };
+                    let depth = if again {
+                        PROBE_DEPTH * PROBE_DEPTH
+                    } else {
+                        PROBE_DEPTH
+                    };
+                    ((from * depth) as u64).max(1)
+                },
+                base_before: Some(base),
+                // The smoothed rate lags a slowdown; the last tick's does not.
+                rate_before: match (self.rate, self.tick_rate) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                },
             });
         }
     }

@@ -127,6 +127,10 @@ struct HotLimits {
     memory_hard_cap: AtomicU64,
     /// Spreads the admissions of non-urgent requests evenly while memory is between the marks.
     thinning: AtomicU64,
+    /// Non-urgent requests admitted on the floor (`non_urgent_qps`) may exceed the ceiling by
+    /// this many: the floor's rate times the latency, so that an urgent flood cannot take every
+    /// slot from them.
+    floor_slots: AtomicU64,
     /// Whether any switch or ceiling figure is learned: the self-tuning behaviours (urgent reserve,
     /// work-conserving tokens, deadline-aware waiting, a calm second before the switch turns off)
     /// apply then; a config of fixed numbers behaves as the seed's gate.
@@ -279,6 +283,8 @@ struct Monitor {
     memory: MemoryFit,
     /// Urgent requests in flight on average (urgent rate × latency).
     urgent_need: f64,
+    /// Whether the config holds the in-flight ceiling below the learned one.
+    ceiling_bounded: bool,
 }
 
 /// The switch thresholds in force: the config's, or learned.
@@ -287,6 +293,8 @@ struct Thresholds {
     max_running: u64,
     max_avg_latency: Nanos,
     max_qps: f64,
+    /// The rate of the whole gate while the switch is on.
+    whole_rate: f64,
 }
 
 /// Memory use as a function of requests in flight, fitted over the probe's readings (exponentially
@@ -503,6 +511,7 @@ impl<C: Clock> GateBuilder<C> {
                 thresholds: Thresholds::unlearned(&settings.config),
                 memory: MemoryFit::default(),
                 urgent_need: 0.0,
+                ceiling_bounded: false,
             }),
             settings: ArcSwap::from_pointee(settings),
             memory,
@@ -530,6 +539,7 @@ impl Thresholds {
             max_running: g.max_running.clamp(UNLEARNED_MAX_RUNNING),
             max_avg_latency: duration_to_nanos(g.max_avg_latency.clamp(UNLEARNED_MAX_AVG_LATENCY)),
             max_qps: g.max_qps.clamp(UNLEARNED_MAX_QPS),
+            whole_rate: g.max_qps.clamp(UNLEARNED_MAX_QPS),
         }
     }
 }
@@ -720,7 +730,15 @@ impl<C: Clock> Gate<C> {
         let old = inner.settings.load_full();
         let settings = Settings::new(config, Some(&old.ring), inner.lookup.is_some());
         let g = &settings.config.gate;
+        // Holding the sampler's lock, the new config's limits and what was learned are put in
+        // force together, so that a reload does not open the gate until the next tick.
+        let mut monitor = inner.monitor.lock();
         inner.hot.store(&settings, inner.lookup.is_some());
+        let at_reading = monitor.memory.at_reading;
+        inner.fit_memory_with(&mut monitor, at_reading, &settings);
+        inner.apply_learned(&settings, &mut monitor);
+        inner.update_max_wait_with(&monitor, &settings);
+        drop(monitor);
         let mode_changed = g.switch != old.config.gate.switch;
         let mode = g.switch;
         if let Some(p) = &inner.system_probe {
@@ -796,7 +814,7 @@ impl<C: Clock> Gate<C> {
             limits: Limits {
                 max_running: thresholds.max_running,
                 max_avg_latency: Duration::from_nanos(thresholds.max_avg_latency),
-                max_qps: thresholds.max_qps,
+                max_qps: thresholds.whole_rate,
                 max_in_flight: inner.hot.max_in_flight.load(Ordering::Relaxed),
                 shared_in_flight: inner.hot.shared_cap.load(Ordering::Relaxed),
                 max_wait: Duration::from_nanos(inner.hot.max_wait.load(Ordering::Relaxed)),
@@ -813,6 +831,8 @@ enum Class<'r, 'a> {
     Known(Urgency),
     /// Classified only if it has to be (near the ceiling).
     Unknown(&'r Request<'a>),
+    /// A non-urgent request that holds a token of the non-urgent floor (`non_urgent_qps`).
+    Floor,
 }
 
 /// The outcome a permit reports when released.
@@ -938,8 +958,12 @@ impl<'g, C: Clock> Ticket<'g, C> {
         self.done = true;
         self.inner.waiters.fetch_sub(1, Ordering::AcqRel);
         self.inner.stripes.add_wait(self.reservation.wait);
-        self.inner
-            .enter(None, self.reservation.wait, Class::Known(self.urgency))
+        let class = if self.urgent_bucket || !hot.learning.load(Ordering::Relaxed) {
+            Class::Known(self.urgency)
+        } else {
+            Class::Floor
+        };
+        self.inner.enter(None, self.reservation.wait, class)
     }
 
     fn refuse_unable_to_wait(mut self) -> Rejection {
@@ -1000,7 +1024,13 @@ impl<C: Clock> Inner<C> {
             }
         }
         let status = self.switch.load();
-        if status.on && self.in_flight.current() >= self.hot.max_in_flight.load(Ordering::Relaxed) {
+        // The non-urgent floor may go a little above the ceiling (see `floor_slots`).
+        let ceiling = self
+            .hot
+            .max_in_flight
+            .load(Ordering::Relaxed)
+            .saturating_add(self.hot.floor_slots.load(Ordering::Relaxed));
+        if status.on && self.in_flight.current() >= ceiling {
             return Err(self.refuse(RejectReason::InFlightCeiling, None));
         }
         Ok(status)
@@ -1055,6 +1085,18 @@ impl<C: Clock> Inner<C> {
     ) -> Result<(), Rejection> {
         let urgency = match class {
             Class::Known(u) => u,
+            Class::Floor => {
+                let hot = &self.hot;
+                let cap = hot
+                    .max_in_flight
+                    .load(Ordering::Relaxed)
+                    .saturating_add(hot.floor_slots.load(Ordering::Relaxed))
+                    .min(hot.memory_hard_cap.load(Ordering::Relaxed));
+                if self.in_flight.try_enter(cap) {
+                    return Ok(());
+                }
+                return Err(self.refuse(RejectReason::InFlightCeiling, None));
+            }
             Class::Unknown(request) => {
                 let now = now.unwrap_or_else(|| self.clock.now());
                 // Not waiting for the lookup here: an unknown urgency counts as urgent, as a failed
@@ -1097,8 +1139,11 @@ impl<C: Clock> Inner<C> {
         if urgency == Urgency::NonUrgent && hot.learning.load(Ordering::Relaxed) {
             let now = now.unwrap_or_else(|| self.clock.now());
             let floor = hot.bucket(false);
+            let above = hot.floor_slots.load(Ordering::Relaxed);
             if self.non_urgent.reserve(now, 0, &floor).is_ok()
-                && self.in_flight.try_enter(ceiling.min(memory_hard))
+                && self
+                    .in_flight
+                    .try_enter(ceiling.saturating_add(above).min(memory_hard))
             {
                 return Ok(());
             }
@@ -1215,9 +1260,12 @@ impl<C: Clock> Inner<C> {
             let params = self.hot.bucket(use_urgent);
             let (reason, retry_after) = match bucket.reserve(now, max_wait, &params) {
                 Ok(r) if r.wait == 0 => {
-                    return self
-                        .enter(Some(now), 0, Class::Known(urgency))
-                        .map(Admission::Now)
+                    let class = if use_urgent || !self.hot.learning.load(Ordering::Relaxed) {
+                        Class::Known(urgency)
+                    } else {
+                        Class::Floor
+                    };
+                    return self.enter(Some(now), 0, class).map(Admission::Now);
                 }
                 Ok(r) => {
                     let waiting = self.waiters.fetch_add(1, Ordering::AcqRel);
@@ -1362,7 +1410,10 @@ impl<C: Clock> Inner<C> {
                 latency_sum,
                 latency_count,
                 in_flight,
-                ceiling_refused: totals.refused_in_flight > last.refused_in_flight,
+                // Refusals at a ceiling the config holds below the learned one say nothing about
+                // the service's room.
+                ceiling_refused: totals.refused_in_flight > last.refused_in_flight
+                    && !m.ceiling_bounded,
             });
             m.learned = learned;
             let demand = asked(&totals).saturating_sub(asked(&last))
@@ -1402,6 +1453,11 @@ impl<C: Clock> Inner<C> {
     /// Pairs a new memory reading with the in-flight level and turns the memory marks into in-flight
     /// levels.
     fn fit_memory(&self, m: &mut Monitor, in_flight: u64) {
+        let settings = self.settings.load();
+        self.fit_memory_with(m, in_flight, &settings);
+    }
+
+    fn fit_memory_with(&self, m: &mut Monitor, in_flight: u64, settings: &Settings) {
         let hot = &self.hot;
         let Some(ratio) = self.memory.ratio() else {
             hot.memory_soft_cap.store(u64::MAX, Ordering::Relaxed);
@@ -1414,7 +1470,6 @@ impl<C: Clock> Inner<C> {
             m.memory.add(in_flight as f64, ratio);
         }
         let in_flight = m.memory.at_reading;
-        let settings = self.settings.load();
         let g = &settings.config.gate;
         // One standard deviation of what the fit does not explain is kept free: requests differ
         // in size, and the next reading may come after a run of large ones.
@@ -1455,13 +1510,15 @@ impl<C: Clock> Inner<C> {
             max_qps: learned
                 .capacity
                 .map_or(unlearned.max_qps, |c| g.max_qps.clamp(c)),
+            // The in-flight ceiling is what holds the service at its knee; a learned rate sits
+            // above the learned capacity so that the service stays saturated and the capacity
+            // measured while the switch is on is the service's, not the bucket's.
+            whole_rate: learned.capacity.map_or(unlearned.whole_rate, |c| {
+                g.max_qps.clamp(c * (1.0 + HEADROOM))
+            }),
         };
         if g.max_qps.is_auto() {
-            // The in-flight ceiling is what holds the service at its knee; the rate sits above the
-            // learned capacity so that the service stays saturated and the capacity measured while
-            // the switch is on is the service's, not the bucket's.
-            let rate = g.max_qps.clamp(m.thresholds.max_qps * (1.0 + HEADROOM));
-            hot.set_whole_rate(rate, g.burst);
+            hot.set_whole_rate(m.thresholds.whole_rate, g.burst);
         }
         // The working level: requests enter below it without being classified, and non-urgent
         // requests never above it.
@@ -1490,6 +1547,16 @@ impl<C: Clock> Inner<C> {
             .clamp(working.saturating_add(headroom))
             .max(working);
         hot.max_in_flight.store(ceiling, Ordering::Relaxed);
+        m.ceiling_bounded = learned.ceiling.is_some_and(|c| working < c);
+        let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
+        // Twice the floor's own count in flight, and two: room for its bursts.
+        let floor_slots = (2.0 * g.non_urgent_qps * latency).ceil() + 2.0;
+        let floor_slots = if hot.learning.load(Ordering::Relaxed) {
+            floor_slots.min(u32::MAX as f64) as u64
+        } else {
+            0
+        };
+        hot.floor_slots.store(floor_slots, Ordering::Relaxed);
         let soft = hot.memory_soft_cap.load(Ordering::Relaxed);
         hot.non_urgent_cap.store(working, Ordering::Relaxed);
         hot.shared_cap.store(working.min(soft), Ordering::Relaxed);
@@ -1499,6 +1566,11 @@ impl<C: Clock> Inner<C> {
     /// while the service is saturated (the switch is on, or the ceiling is lowered for a probe),
     /// waits are kept short: a standing queue only makes every request old.
     fn update_max_wait(&self, m: &Monitor) {
+        let settings = self.settings.load();
+        self.update_max_wait_with(m, &settings);
+    }
+
+    fn update_max_wait_with(&self, m: &Monitor, settings: &Settings) {
         let hot = &self.hot;
         let learning = hot.learning.load(Ordering::Relaxed);
         let learned = m.learned;
@@ -1509,7 +1581,7 @@ impl<C: Clock> Inner<C> {
             0
         };
         let mut max_wait = timeout.saturating_sub(expected);
-        let adaptive = self.settings.load().config.gate.waiting == Waiting::Adaptive;
+        let adaptive = settings.config.gate.waiting == Waiting::Adaptive;
         hot.expected_latency.store(expected, Ordering::Relaxed);
         let saturated = adaptive && (self.switch.load().on || learned.probing);
         if saturated && expected > 0 {

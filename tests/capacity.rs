@@ -305,10 +305,6 @@ fn a_gate_started_into_a_flood_probes_for_its_base_latency_within_a_few_seconds(
 }
 
 #[test]
-#[ignore = "started into a 2× flood the first probe (1.7 s) measures a base of 57.5 ms (S = 50 ms, \
-            knee 23), right only after the second probe at 12.4 s; at 3× the base is 90 ms (2.6 s), \
-            67.5 ms (13.9 s), 50 ms only after the third probe (24.4 s): the probe's ceiling is \
-            0.75 × a knee computed from a queued base, still above W, so the queue never drains"]
 fn a_gate_started_into_a_flood_learns_its_base_latency_within_a_few_seconds() {
     for load in [2.0, 3.0] {
         let run = started_into_a_flood(load);
@@ -411,7 +407,8 @@ fn capacity_grows_while_the_ceiling_refuses_and_latency_stays_at_its_base() {
 }
 
 #[test]
-fn capacity_grows_at_most_once_per_base_latency_by_the_growth_factor() {
+fn capacity_grows_after_two_flat_ticks_by_at_most_the_growth_factor_and_at_most_to_four_times_the_measured_rate(
+) {
     // Scripted: the ceiling refuses every tick while latency stays at the base, 22 completions per
     // 100 ms tick (220/s measured).
     let mut e = Estimator::new();
@@ -430,15 +427,20 @@ fn capacity_grows_at_most_once_per_base_latency_by_the_growth_factor() {
         tick(&mut e, i, false);
     }
     let base = e.capacity().unwrap();
+    // One quiet tick at the ceiling is noise: no growth yet.
+    let first = tick(&mut e, 50, true).capacity.unwrap();
+    assert_eq!(first, base);
     let mut previous = base;
-    for i in 50..60 {
+    for i in 51..70 {
         let c = tick(&mut e, i, true).capacity.unwrap();
         // At most ×1.5 a step (one step per tick: the tick is longer than the base latency).
         assert!(c <= previous * 1.5 * 1.0001, "{previous} -> {c}");
-        assert!(c > previous, "grows every tick: {previous} -> {c}");
+        assert!(c >= previous, "{previous} -> {c}");
         previous = c;
     }
-    assert!(previous > base * 1.5f64.powi(9), "{base} -> {previous}");
+    // It grew, but never past four times what the service was seen to complete.
+    assert!(previous > base * 3.0, "{base} -> {previous}");
+    assert!(previous <= base * 4.0 * 1.0001, "{base} -> {previous}");
 }
 
 // ---------------------------------------------------------------- standing queue and probes
@@ -574,9 +576,6 @@ fn when_the_service_slows_the_ceiling_never_falls_below_the_knee_before_the_base
 }
 
 #[test]
-#[ignore = "after the probe re-measures a base of 100 ms, the capacity stays at the old 400/s until \
-            the rate window forgets it: the knee is 40 (2 W) and the ceiling 52 for 1.9 s \
-            (11.2 s to 13.1 s), latency 260 ms = 2.6 × the new base"]
 fn when_the_service_slows_the_knee_stays_near_the_workers_throughout() {
     let mut run = saturated();
     let slowed_at = run.now();
@@ -585,7 +584,7 @@ fn when_the_service_slows_the_knee_stays_near_the_workers_throughout() {
     let trace = run.show(slowed_at - 0.5);
     for s in &after {
         let knee = s.learned.knee.unwrap() as f64;
-        assert!(knee <= 1.2 * 20.0, "knee {knee} at {}: {trace}", s.at);
+        assert!(knee <= 1.3 * 20.0, "knee {knee} at {}: {trace}", s.at);
     }
 }
 
@@ -600,9 +599,6 @@ fn when_the_service_gets_twice_as_fast_capacity_follows_within_the_rate_window()
 }
 
 #[test]
-#[ignore = "the module doc says the base latency falls at once when the service gets faster; \
-            under a refusing ceiling no round is clean, so the base stays 50 ms (S is now 25 ms) \
-            until the probe after BASE_WINDOW; meanwhile the knee is 40 (2 W) and the ceiling 52"]
 fn when_the_service_gets_twice_as_fast_the_base_latency_falls_at_once() {
     let mut run = saturated();
     let faster_at = run.now();
@@ -614,9 +610,6 @@ fn when_the_service_gets_twice_as_fast_the_base_latency_falls_at_once() {
 }
 
 #[test]
-#[ignore = "the knee is 40 (2 W) when the probe starts (15.1 s), so its ceiling, 30, is above \
-            W = 20: the queue does not drain and the probe measures 37.5 ms (S = 25 ms, knee 30, \
-            ceiling 40) until the next probe 10 s later; each probe corrects at most a third"]
 fn when_the_service_gets_faster_the_base_and_knee_are_right_after_the_next_probe() {
     let mut run = saturated();
     let faster_at = run.now();

@@ -312,7 +312,7 @@ impl<'de, T: LimitValue> DeserializeSeed<'de> for ValueSeed<T> {
     }
 }
 
-impl<T: LimitValue> Visitor<'_> for ValueSeed<T> {
+impl<'de, T: LimitValue> Visitor<'de> for ValueSeed<T> {
     type Value = T;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -336,5 +336,23 @@ impl<T: LimitValue> Visitor<'_> for ValueSeed<T> {
 
     fn visit_f64<E: de::Error>(self, value: f64) -> Result<T, E> {
         T::from_f64(value).map_err(E::custom)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<T, A::Error> {
+        // The toml crate hands over a date-time as a map with one private key.
+        let key = map.next_key::<String>()?;
+        if key
+            .as_deref()
+            .is_some_and(|k| k.starts_with("$__toml_private"))
+        {
+            return Err(de::Error::custom(format_args!(
+                "a date-time is not a bound: write {}",
+                T::EXPECTING
+            )));
+        }
+        Err(de::Error::custom(format_args!(
+            "a table is not a bound: write {}",
+            T::EXPECTING
+        )))
     }
 }

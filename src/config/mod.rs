@@ -96,7 +96,7 @@ pub struct GateConfig {
     /// Seed: `sys_max_running_thread` (500). Default auto.
     pub max_running: Limit<u64>,
     /// Trimmed-mean latency above which the auto switch may turn on (together with `max_running`).
-    /// Learned: 1.2 × the service's base latency. Seed: `max_avg_handle_date` (3 s). Default auto.
+    /// Learned: 1.5 × the service's base latency. Seed: `max_avg_handle_date` (3 s). Default auto.
     pub max_avg_latency: Limit<Duration>,
     /// Rate of the whole gate while the switch is on, in requests per second: urgent requests may use
     /// all of it. Learned: the completion rate the service sustains. Seed: `sys_max_qps` (250).
