@@ -45,7 +45,7 @@ use parking_lot::Mutex;
 use crate::bucket::{Bucket, BucketParams, Reservation};
 use crate::capacity::{Estimator, Learned, TickSample, HEADROOM};
 use crate::clock::{duration_to_nanos, Clock, MonotonicClock, Nanos};
-use crate::config::{Config, ConfigError, Waiting};
+use crate::config::{Config, ConfigError, Limit, Waiting};
 use crate::counters::{Counters, Event, Stripes};
 use crate::inflight::InFlight;
 use crate::lookup::{LookupCache, UrgencyLookup};
@@ -1551,10 +1551,13 @@ impl<C: Clock> Inner<C> {
         let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
         // Twice the floor's own count in flight, and two: room for its bursts.
         let floor_slots = (2.0 * g.non_urgent_qps * latency).ceil() + 2.0;
-        let floor_slots = if hot.learning.load(Ordering::Relaxed) {
-            floor_slots.min(u32::MAX as f64) as u64
-        } else {
-            0
+        // Only above a learned ceiling, and never past its bound: a number the user set holds.
+        let floor_slots = match g.max_in_flight {
+            Limit::Auto { max, .. } => {
+                let room = max.map_or(u64::MAX, |m| m.saturating_sub(ceiling));
+                (floor_slots.min(u32::MAX as f64) as u64).min(room)
+            }
+            Limit::Fixed(_) => 0,
         };
         hot.floor_slots.store(floor_slots, Ordering::Relaxed);
         let soft = hot.memory_soft_cap.load(Ordering::Relaxed);
