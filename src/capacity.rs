@@ -69,12 +69,16 @@ pub const SETTLED_ROUNDS: usize = 5;
 /// Latencies that must pass after the first one before the estimates are used: the first
 /// completions are the quickest of the requests sent at the start.
 pub const STARTUP_LATENCIES: f64 = 5.0;
+/// The startup is measured in at most this many times the first latency.
+pub const STARTUP_GROWTH: f64 = 4.0;
 /// Rounds in a row below `FASTER × base` that mean the service got faster.
 pub const FASTER_ROUNDS: usize = 3;
 /// See [`FASTER_ROUNDS`].
 pub const FASTER: f64 = 0.8;
 /// A probe that finds a base above this multiple of the previous one means the service slowed.
 pub const SLOWER: f64 = 1.25;
+/// While saturated, latency below this share of the base means the service got faster.
+pub const FASTER_LATENCY: f64 = 0.9;
 /// A capacity this much above the one at the last probe means the service got faster.
 pub const FASTER_RATE: f64 = 1.25;
 /// A probe that finds a base below this share of the previous one is followed by another.
@@ -134,6 +138,10 @@ pub struct Learned {
     pub probing: bool,
     /// How many times the base latency has been re-measured by lowering the ceiling.
     pub probes: u64,
+    /// Whether the figures rest on enough measurements to be used (a few latencies after the
+    /// first, and a few rounds of them, or a probe). Until then the gate keeps the configured or
+    /// the seed's figures.
+    pub settled: bool,
 }
 
 /// The estimator's state; one tick at a time.
@@ -164,6 +172,8 @@ pub struct Estimator {
     flat_ticks: u32,
     /// When the first latency was recorded.
     first_latency_at: Option<Nanos>,
+    /// The mean latency of the first tick that recorded any.
+    first_latency: Option<f64>,
     /// Whether a probe has measured the base latency.
     probe_measured: bool,
     /// Whether the last probe found a clearly lower base, so another one should follow.
@@ -174,6 +184,10 @@ pub struct Estimator {
     tick_rate: Option<f64>,
     /// The lowest latency of any tick so far.
     lowest_latency: Option<f64>,
+    /// Requests in flight when the first clean round since the ring was last cleared was taken.
+    in_flight_at_first_round: u64,
+    /// Whether the figures rest on enough measurements (see [`Estimator::try_settle`]).
+    settled: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -216,11 +230,14 @@ impl Estimator {
             now: 0,
             flat_ticks: 0,
             first_latency_at: None,
+            first_latency: None,
             probe_measured: false,
             reprobe: false,
             rate_at_base: None,
             tick_rate: None,
             lowest_latency: None,
+            in_flight_at_first_round: 0,
+            settled: false,
         }
     }
 
@@ -241,6 +258,7 @@ impl Estimator {
         }
         if s.latency_count > 0 && self.first_latency_at.is_none() {
             self.first_latency_at = Some(s.now);
+            self.first_latency = Some(s.latency_sum as f64 / s.latency_count as f64);
         }
         if s.latency_count > 0 {
             let l = s.latency_sum as f64 / s.latency_count as f64;
@@ -274,7 +292,12 @@ impl Estimator {
             Some(_) => probing_clean,
             None => !s.ceiling_refused && !queued,
         };
-        if self.probe.is_none() || probing_clean {
+        // Rounds of the startup are not the service's (see `past_startup`), except for a first
+        // base to start from.
+        let startup = !self.past_startup();
+        if startup && self.base.is_some() && self.probe.is_none() {
+            // Nothing to gather yet.
+        } else if self.probe.is_none() || probing_clean {
             let r = &mut self.round;
             r.0 += s.latency_sum as f64;
             r.1 += s.latency_count;
@@ -286,6 +309,9 @@ impl Estimator {
                         self.clean.pop_front();
                     }
                     let mean = sum / count as f64;
+                    if self.clean.is_empty() {
+                        self.in_flight_at_first_round = s.in_flight;
+                    }
                     self.clean.push_back(mean);
                     // The service got faster: the latest rounds are all well below the base, so
                     // the older ones describe a service that is gone.
@@ -341,6 +367,7 @@ impl Estimator {
         }
 
         self.update_probe(s);
+        self.try_settle(s.in_flight);
         self.learned()
     }
 
@@ -394,21 +421,22 @@ impl Estimator {
                 .is_some_and(|(now, (best, _))| now < SLOWED * best);
         // A gate started into a flood never sees a clean round: measure the base latency by
         // probing instead.
-        let unsettled = !self.settled();
+        let unsettled = !self.settled() && self.past_startup();
         let early = (slowed || unsettled) && age > SLOW_PROBE_GAP_NS.max((10.0 * latency) as Nanos);
         // Started into an overload the ceiling does not yet stop: latency climbs round after
         // round while a queue builds. Its base is not what the rounds say; measure it.
+        // (And in-flight grows with it: a service merely warming up has slower rounds after the
+        // quick first ones, but not more requests in flight.)
         let climbing = unsettled
-            && self.clean.len() >= 3
-            && self
-                .clean
-                .front()
-                .zip(self.clean.back())
-                .is_some_and(|(first, last)| *last > CLIMBING * first);
+            && !self.clean.is_empty()
+            && s.in_flight as f64 > CLIMBING * self.in_flight_at_first_round.max(1) as f64;
         let again = std::mem::take(&mut self.reprobe);
         // The service got faster while saturated: it completes clearly more than when its base
-        // was measured, and the old base would put the knee too high.
+        // was measured, and requests take clearly less than that base even with the queue the
+        // ceiling allows. (More completions alone only mean the load rose to the capacity.)
         let faster = s.ceiling_refused
+            && self.settled()
+            && latency < FASTER_LATENCY * base
             && self
                 .rate_at_base
                 .zip(self.capacity())
@@ -510,13 +538,34 @@ impl Estimator {
     /// Whether the base latency rests on enough clean rounds (or a probe) to compare latencies
     /// with.
     fn settled(&self) -> bool {
-        // The first completions are the quickest requests of those sent at the start; their
-        // latency is not the service's until a few latencies have passed.
-        let past_startup = match (self.first_latency_at, self.latency) {
-            (Some(at), Some(l)) => self.now.saturating_sub(at) as f64 >= STARTUP_LATENCIES * l,
+        self.settled
+    }
+
+    /// Settles once a few latencies have passed since the first one, and then either a few rounds
+    /// were measured while the requests in flight held steady (a gate started into a flood sees
+    /// them grow with the queue, and its rounds measure the queue), or a probe measured the base.
+    fn try_settle(&mut self, in_flight: u64) {
+        if self.settled || !self.past_startup() {
+            return;
+        }
+        let steady = (in_flight as f64) <= CLIMBING * self.in_flight_at_first_round.max(1) as f64;
+        if (self.clean.len() >= SETTLED_ROUNDS && steady) || self.probe_measured {
+            self.settled = true;
+        }
+    }
+
+    /// The first completions are the quickest requests of those sent at the start; their latency
+    /// is not the service's until a few latencies have passed.
+    fn past_startup(&self) -> bool {
+        // Measured in the latency of now, but at most a few times the first one: a gate started
+        // into a flood sees latency climb with the queue, and must not wait for it forever.
+        match (self.first_latency_at, self.latency, self.first_latency) {
+            (Some(at), Some(l), Some(first)) => {
+                let l = l.min(STARTUP_GROWTH * first);
+                self.now.saturating_sub(at) as f64 >= STARTUP_LATENCIES * l
+            }
             _ => false,
-        };
-        past_startup && (self.clean.len() >= SETTLED_ROUNDS || self.probe_measured)
+        }
     }
 
     /// Whether the smoothed latency shows a queue above the base latency.
@@ -562,6 +611,7 @@ impl Estimator {
             ceiling,
             probing: self.probe.is_some(),
             probes: self.probes,
+            settled: self.settled(),
         }
     }
 }

@@ -1495,7 +1495,14 @@ impl<C: Clock> Inner<C> {
     /// Turns the learned figures into the limits in force (fixed values win; bounds apply).
     fn apply_learned(&self, settings: &Settings, m: &mut Monitor) {
         let g = &settings.config.gate;
-        let learned = m.learned;
+        let mut learned = m.learned;
+        if !learned.settled {
+            // Figures from the first moments describe the start, not the service (see
+            // `capacity::STARTUP_LATENCIES`): the configured or the seed's figures stand.
+            learned.capacity = None;
+            learned.knee = None;
+            learned.base_latency = None;
+        }
         let hot = &self.hot;
         let unlearned = Thresholds::unlearned(&settings.config);
         let base = learned.base_latency.map(duration_to_nanos);
