@@ -45,7 +45,7 @@ pub const RATE_WINDOW: Duration = Duration::from_secs(3);
 /// How long the base latency is trusted before it is re-measured.
 pub const BASE_WINDOW: Duration = Duration::from_secs(10);
 /// The in-flight ceiling is the knee times `1 + HEADROOM` (plus two requests).
-pub const HEADROOM: f64 = 0.25;
+pub const HEADROOM: f64 = 0.15;
 /// Headroom while the capacity is only a lower bound (no queue seen lately): the ceiling then sits
 /// at twice the knee measured, so that a service that was never saturated is not capped near its
 /// usual load, yet a sudden flood is still stopped at once.

@@ -57,7 +57,7 @@ pub struct Limits {
     /// Latency threshold of the switch (`max_avg_latency`).
     pub max_avg_latency: Duration,
     /// Rate of the whole gate while the switch is on, requests per second: `max_qps`, or with a
-    /// learned `max_qps` a quarter above the learned capacity (the switch compares demand with the
+    /// learned `max_qps` 15 % above the learned capacity (the switch compares demand with the
     /// capacity itself, [`crate::capacity::Learned::capacity`]).
     pub max_qps: f64,
     /// Hard in-flight ceiling (`max_in_flight`); urgent requests may use all of it.

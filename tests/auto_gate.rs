@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use common::{gate_with, ms, FakeMemory};
+use sluicegate::capacity::HEADROOM;
 use sluicegate::clock::{Clock, ManualClock, Nanos};
 use sluicegate::config::Limit;
 use sluicegate::{Admission, Config, Gate, Permit, RejectReason, Rejection, Request, Snapshot};
@@ -246,7 +247,7 @@ impl Log {
 }
 
 fn ceiling_for(knee: u64) -> u64 {
-    (knee as f64 * 1.25).ceil() as u64 + 2
+    (knee as f64 * (1.0 + HEADROOM)).ceil() as u64 + 2
 }
 
 // ---------------------------------------------------------------- learned limits
@@ -269,7 +270,7 @@ fn a_flood_is_learned_and_the_limits_follow_the_learned_figures() {
     assert!(near(capacity, CAPACITY, 0.03), "{trace}");
     assert!(near(base.as_secs_f64(), 0.050, 0.02), "{trace}");
     assert!((19..=21).contains(&knee), "{trace}");
-    // Once saturated: the ceiling is the knee plus a quarter plus two, the switch threshold the
+    // Once saturated: the ceiling is the knee plus HEADROOM plus two, the switch threshold the
     // knee, the latency threshold one and a half base latencies.
     assert_eq!(l.ceiling, Some(ceiling_for(knee)), "{trace}");
     // Non-urgent (and unclassified) requests stop at the learned ceiling; urgent ones have a
@@ -290,7 +291,7 @@ fn a_flood_is_learned_and_the_limits_follow_the_learned_figures() {
 }
 
 #[test]
-fn learned_max_qps_is_a_quarter_above_the_learned_capacity() {
+fn learned_max_qps_is_headroom_above_the_learned_capacity() {
     let (gate, clock, _) = gate_with(Config::default());
     let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
     let mut streams = one_stream(CALM);
@@ -300,14 +301,14 @@ fn learned_max_qps_is_a_quarter_above_the_learned_capacity() {
     let s = gate.snapshot();
     let capacity = s.learned.capacity.unwrap();
     assert!(
-        near(s.limits.max_qps, 1.25 * capacity, 0.01),
+        near(s.limits.max_qps, (1.0 + HEADROOM) * capacity, 0.01),
         "{}",
         show(&s)
     );
 }
 
 #[test]
-fn while_the_switch_is_on_the_whole_gate_admits_a_quarter_above_the_learned_capacity() {
+fn while_the_switch_is_on_the_whole_gate_admits_headroom_above_the_learned_capacity() {
     // A ceiling bounded far above the knee, so that only the rate holds the flood.
     let mut config = Config::default();
     config.gate.max_in_flight = Limit::Auto {
@@ -330,7 +331,10 @@ fn while_the_switch_is_on_the_whole_gate_admits_a_quarter_above_the_learned_capa
     assert!(near(capacity, CAPACITY, 0.02), "{trace}");
     let admitted = streams[0].tally.since(&before);
     let rate = admitted.admitted as f64 / 4.0;
-    assert!(near(rate, 1.25 * capacity, 0.03), "{rate}/s: {trace}");
+    assert!(
+        near(rate, (1.0 + HEADROOM) * capacity, 0.03),
+        "{rate}/s: {trace}"
+    );
     assert!(
         admitted.rate > 0,
         "the bucket refuses the rest: {admitted:?}"
@@ -456,9 +460,10 @@ fn bounds_apply_to_every_learned_limit() {
     assert_eq!(s.learned.knee, Some(20), "{trace}");
     assert_eq!(s.limits.max_running, 12, "{trace}");
     assert_eq!(s.limits.max_avg_latency, ms(100), "{trace}");
-    // The bound applies to the rate of the whole gate, a quarter above the learned capacity
-    // (400 × 1.25 = 500, above the lower bound of 450).
-    assert!(near(s.limits.max_qps, 500.0, 0.01), "{trace}");
+    // The bound applies to the rate of the whole gate, HEADROOM above the learned capacity
+    // (400 × 1.15 = 460, above the lower bound of 450).
+    let rate = (400.0 * (1.0 + HEADROOM)).max(450.0);
+    assert!(near(s.limits.max_qps, rate, 0.01), "{trace}");
     assert_eq!(s.limits.max_in_flight, 26, "{trace}");
 }
 
@@ -486,7 +491,7 @@ fn a_fixed_number_wins_over_what_is_learned() {
     // The other figures are still learned.
     assert!(near(
         s.limits.max_qps,
-        s.learned.capacity.unwrap() * 1.25,
+        s.learned.capacity.unwrap() * (1.0 + HEADROOM),
         1e-9
     ));
     assert!(s.learned.ceiling.is_some() && s.learned.ceiling != Some(30));
@@ -751,21 +756,23 @@ fn reload_keeps_the_learned_figures_and_applies_new_bounds() {
     let (gate, clock, _) = gate_with(Config::default());
     let (mut service, mut streams) = learned(&gate, &clock);
     let before = gate.snapshot();
-    assert_eq!(before.limits.shared_in_flight, 27, "{}", show(&before));
+    let learned = ceiling_for(20);
+    assert_eq!(before.limits.shared_in_flight, learned, "{}", show(&before));
+    let bound = learned - 2;
     let mut bounded = Config::default();
     bounded.gate.max_in_flight = Limit::Auto {
         min: None,
-        max: Some(25),
+        max: Some(bound),
     };
     gate.reload(bounded).unwrap();
     let after = gate.snapshot();
     assert_eq!(after.learned, before.learned);
-    assert_eq!(after.limits.max_in_flight, 25, "{}", show(&after));
+    assert_eq!(after.limits.max_in_flight, bound, "{}", show(&after));
     let mut log = Log::default();
     service.run(&mut streams, 3.0, log.keep());
     for s in &log.0 {
-        assert_eq!(s.limits.max_in_flight, 25, "{}", show(s));
-        assert!(s.in_flight <= 25, "{}", show(s));
+        assert_eq!(s.limits.max_in_flight, bound, "{}", show(s));
+        assert!(s.in_flight <= bound, "{}", show(s));
     }
     let s = gate.snapshot();
     assert!(
@@ -777,7 +784,7 @@ fn reload_keeps_the_learned_figures_and_applies_new_bounds() {
     // Bounds lifted: the learned ceiling is back at the next tick.
     gate.reload(Config::default()).unwrap();
     service.run(&mut streams, 0.2, |_| {});
-    assert_eq!(gate.snapshot().limits.shared_in_flight, 27);
+    assert_eq!(gate.snapshot().limits.shared_in_flight, learned);
 }
 
 #[test]
