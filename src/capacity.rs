@@ -12,29 +12,69 @@
 //! The estimator keeps:
 //! * `capacity`: the highest smoothed completion rate seen over the last few seconds
 //!   ([`RATE_WINDOW`]);
-//! * `base_latency`: the lowest smoothed latency seen while nothing queued;
+//! * `base_latency`: the median latency of the latest *clean* rounds (rounds of at least
+//!   [`ROUND_SAMPLES`] latencies during which the ceiling refused nothing and no queue showed). A
+//!   median, not the minimum BBR uses: the minimum of noisy means is biased low, and a knee set low
+//!   wastes capacity.
 //! * the knee `capacity × base_latency`, and the in-flight ceiling a little above it
-//!   ([`HEADROOM`]), so that the service always has a short queue of work and never idles.
+//!   ([`HEADROOM`], plus two requests), so that the service always has a short queue of work and
+//!   never idles. While the capacity is only a lower bound (no queue seen within the rate window,
+//!   e.g. at the usual load) the ceiling sits at twice the knee ([`UNCONFIRMED_HEADROOM`]): not a
+//!   cap on the usual load, yet a flood is still stopped on its first requests.
 //!
-//! Three traps are avoided:
+//! The traps, and what avoids them:
+//! * **The start.** The first completions are the quickest requests of those sent at the start;
+//!   their latency is not the service's. Nothing is used until [`STARTUP_LATENCIES`] latencies
+//!   have passed and either [`SETTLED_ROUNDS`] clean rounds were measured with in-flight steady,
+//!   or a probe measured the base (see [`Learned::settled`]); until then the configured or the
+//!   seed's figures stand.
 //! * **Measuring throughput while throttling.** If the ceiling is below the knee, the measured rate
 //!   is what the gate admits, and an estimate built on it would shrink towards it. The ceiling is
-//!   always above the knee by [`HEADROOM`], so that under overload the service is saturated and the
-//!   measured rate is its capacity. And when the ceiling refuses requests while latency stays at its
-//!   base (proof that the service is not saturated), the capacity estimate grows by [`GROWTH`], at
-//!   most once per base latency (so that every step is seen before the next).
+//!   always above the knee, so that under overload the service is saturated and the measured rate
+//!   is its capacity. And when the ceiling refuses requests while latency stays at its base for
+//!   [`FLAT_TICKS`] ticks (proof that the service has room), the capacity estimate grows by
+//!   [`GROWTH`] (by [`GENTLE_GROWTH`] once saturation was seen), at most once per base latency and
+//!   never past [`MAX_GROWTH`] times the highest rate measured.
 //! * **Base latency drifting up under a standing queue.** Latencies measured while the ceiling
-//!   refuses include the queue and are not taken as base latency. When the base latency is older than
-//!   [`BASE_WINDOW`] and the service is still saturated, the ceiling is lowered below the knee for a
-//!   couple of base latencies ([`PROBE_DEPTH`]), so that the queue drains and the base is measured
-//!   afresh: BBR's "probe RTT". It costs under one percent of throughput.
+//!   refuses include the queue and are not taken as base latency. When the base latency is older
+//!   than [`BASE_WINDOW`] and the service is still saturated, the ceiling is lowered below the knee
+//!   ([`PROBE_DEPTH`]) until the queue has drained and a round was measured: BBR's "probe RTT". A
+//!   probe that finds a clearly lower base is followed by a deeper one at once ([`REPROBE`]).
+//! * **A service that changes speed.** When it slows down while saturated (latency up, completions
+//!   below [`SLOWED`] of the best), a probe comes after a second instead of [`BASE_WINDOW`], and
+//!   the rates remembered from the faster service are dropped once the probe shows the slower base
+//!   ([`SLOWER`]); otherwise capacity × old base would shrink the ceiling into a spiral. When it
+//!   gets faster, clean rounds well below the base replace the older ones ([`FASTER_ROUNDS`]), and
+//!   while saturated a lower latency with a higher rate triggers a probe ([`FASTER_LATENCY`],
+//!   [`FASTER_RATE`]).
 //! * **Noise.** Rates and latencies are smoothed over at least [`RATE_SAMPLES`] completions and
 //!   [`LATENCY_SAMPLES`] latencies, so that a slow service (few completions per tick) is not judged
 //!   on a handful of requests.
 //!
-//! When the service gets faster, the base latency falls and the rate rises at once (a lower minimum,
-//! a higher maximum); when it gets slower, the rate window forgets the old rate within
-//! [`RATE_WINDOW`], and the base latency is re-measured by the next probe.
+//! Known limit: a gate started cold into a flood that fills the unlearned ceiling (1000) at once
+//! measures the queue as its base until its first probe, [`BASE_WINDOW`] later.
+//!
+//! ```
+//! use sluicegate::capacity::{Estimator, TickSample};
+//!
+//! // 20 workers, 50 ms each: 400 completions a second, 40 a 100 ms tick, at full load.
+//! let mut e = Estimator::new();
+//! for i in 1..=60u64 {
+//!     e.observe(&TickSample {
+//!         now: i * 100_000_000,
+//!         elapsed: 100_000_000,
+//!         completed: 40,
+//!         latency_sum: 40 * 50_000_000,
+//!         latency_count: 40,
+//!         in_flight: 20,
+//!         ceiling_refused: false,
+//!     });
+//! }
+//! let learned = e.learned();
+//! assert!(learned.settled);
+//! assert_eq!(learned.capacity, Some(400.0));
+//! assert_eq!(learned.knee, Some(20));
+//! ```
 
 use std::time::Duration;
 

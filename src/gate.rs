@@ -5,32 +5,51 @@
 //! [`Gate::call_blocking`]) waiting are thin layers over it.
 //!
 //! # The request path
-//! 1. Hard ceilings, switch or not: memory at or above `max_memory_ratio` of the limit, or in-flight at
-//!    or above `max_in_flight`, refuses at once.
-//! 2. Switch off: admitted. Nothing else happens; classification is skipped because urgency matters
-//!    only while the switch is on.
-//! 3. Switch on: the request is classified, then draws a token from its bucket. At first every request
-//!    draws from the urgent bucket (`max_qps`). Once the urgent bucket cannot serve a request in
-//!    time (its next token is further than `request_timeout` away, or `max_waiters` are already
-//!    waiting), non-urgent requests move to their own bucket (`non_urgent_qps`) until the switch
-//!    goes off. A token that will exist within `request_timeout` is reserved and the request
-//!    waits exactly until then, unless `max_waiters` are already waiting; otherwise it is refused at
-//!    once with `retry_after`.
-//! 4. The admitted request holds a [`Permit`]; releasing it (on return, error, panic or cancellation)
+//! 1. Hard ceilings, switch or not: memory at or above `max_memory_ratio` of the limit refuses at
+//!    once. Below the *shared level* (the in-flight ceiling, or with a learned ceiling the level
+//!    non-urgent requests stop at, and the level at which memory is projected to reach
+//!    `memory_soft_ratio`) a request takes an in-flight slot without being classified: one
+//!    compare-and-swap.
+//! 2. Above the shared level the request is classified. An urgent one may go up to the ceiling
+//!    (with a learned ceiling, a few requests above the shared level) and the level where memory
+//!    reaches its hard ceiling. A non-urgent one is refused, except between the memory marks, where
+//!    a share shrinking from all to none is admitted, and on the non-urgent floor
+//!    (`non_urgent_qps`), which may take a few slots above a learned ceiling.
+//! 3. Switch off: nothing else happens.
+//! 4. Switch on: the request is classified and draws a token. At first every request draws from
+//!    the bucket of the whole gate (`max_qps`). Once that bucket cannot serve a request in time
+//!    (its next token is further than the longest wait, or `max_waiters` are already waiting),
+//!    non-urgent requests move to their own bucket (`non_urgent_qps`) until the switch goes off;
+//!    with any learned figure they may also take a token of the whole gate that is free now and
+//!    that no urgent request has reserved (work-conserving). A token that will exist within the
+//!    longest wait is reserved and the request waits exactly until then, unless `max_waiters` are
+//!    already waiting; otherwise it is refused at once with `retry_after`. The longest wait is
+//!    `request_timeout`; with any learned figure, less the expected latency, and while the switch
+//!    is on a quarter of the expected latency (`waiting = "adaptive"`).
+//! 5. The admitted request holds a [`Permit`]; releasing it (on return, error, panic or cancellation)
 //!    decrements in-flight and records the latency. Exactly once.
+//!
+//! # Learned limits
+//! Each tick the sampler feeds the [`crate::capacity::Estimator`] and turns what it learned into the
+//! limits in force, within the config's bounds (a fixed number wins): `max_running` = the knee,
+//! `max_avg_latency` = 1.5 × the base latency, `max_qps` = 1.15 × the capacity, `max_in_flight` =
+//! the estimator's ceiling plus the urgent headroom. [`Snapshot::learned`] and [`Snapshot::limits`]
+//! show both. A config of fixed numbers only behaves as the seed's gate, with the urgent headroom,
+//! floor and adaptive waiting off.
 //!
 //! # When the switch turns on and off
 //! The sampler evaluates the switch once per `tick`, on the first request that finds the tick due.
 //! * **On** when in-flight > `max_running` **and** the trimmed-mean latency > `max_avg_latency` (the
 //!   seed's rule). Without a valid trimmed mean (fewer than `min_samples` latencies) it stays off; the
 //!   hard ceilings still protect.
-//! * **Off** only when all three hold at a tick: in-flight < `max_running`; the trimmed mean <
-//!   `max_avg_latency` (or not valid, or the service is idle: nothing in flight and nothing completed
-//!   since the previous tick, since old latencies can only be refreshed by traffic); and the rate of requests that reached the buckets since the
-//!   last tick (urgent and non-urgent, admitted or not) is no more than `max_qps`, the rate the service
-//!   is configured to sustain. The last one is what keeps the switch from flapping: throttling makes
-//!   in-flight and latency look healthy, but as long as demand exceeds what the service may be given,
-//!   turning off would only let the flood back in. It deliberately ignores whether the buckets still
+//! * **Off** only when all three hold at a tick (with any learned figure: at every tick for a
+//!   second): in-flight < `max_running`; the trimmed mean < `max_avg_latency` (or not valid, or the
+//!   service is idle: nothing in flight and nothing completed since the previous tick, since old
+//!   latencies can only be refreshed by traffic); and the rate of requests that got past the hard
+//!   ceilings since the last tick (admitted, or refused by a bucket) is no more than `max_qps` (the
+//!   learned capacity, when learned). The last one is what keeps the switch from flapping: throttling makes in-flight and
+//!   latency look healthy, but as long as demand exceeds what the service may be given, turning
+//!   off would only let the flood back in. It deliberately ignores whether the buckets still
 //!   refuse: the non-urgent trickle may refuse non-urgent requests long after the flood, although
 //!   the whole demand would now fit.
 
