@@ -1117,12 +1117,17 @@ impl<C: Clock> Inner<C> {
                 return Err(self.refuse(RejectReason::InFlightCeiling, None));
             }
             Class::Unknown(request) => {
-                let now = now.unwrap_or_else(|| self.clock.now());
-                // Not waiting for the lookup here: an unknown urgency counts as urgent, as a failed
-                // lookup does.
-                let u = self
-                    .classify_cached(request, now)
-                    .unwrap_or(Urgency::Urgent);
+                // Without a route table or lookup the urgency needs no clock (a refusal at the
+                // ceiling stays cheap). Not waiting for the lookup here: an unknown urgency counts
+                // as urgent, as a failed lookup does.
+                let u = match request.urgency().or_else(|| self.hot.implicit_urgency()) {
+                    Some(u) => u,
+                    None => {
+                        let now = now.unwrap_or_else(|| self.clock.now());
+                        self.classify_cached(request, now)
+                            .unwrap_or(Urgency::Urgent)
+                    }
+                };
                 self.count_class(u);
                 u
             }
