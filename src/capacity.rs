@@ -132,6 +132,9 @@ pub const ROUNDS: usize = 31;
 pub const GROWTH_SIGNAL: f64 = 1.1;
 /// Ticks in a row that must show room before the capacity estimate grows.
 pub const FLAT_TICKS: u32 = 2;
+/// Ticks in a row showing a queue (without the ceiling refusing) that mean the service is
+/// saturated.
+pub const QUEUED_TICKS: u32 = 3;
 /// Latency above `QUEUE_SIGNAL × base` means a queue has formed: the service is saturated.
 pub const QUEUE_SIGNAL: f64 = 1.2;
 
@@ -178,6 +181,10 @@ pub struct Learned {
     pub probing: bool,
     /// How many times the base latency has been re-measured by lowering the ceiling.
     pub probes: u64,
+    /// Whether the capacity was measured while the service was saturated (a queue with the ceiling
+    /// refusing, within [`RATE_WINDOW`]); otherwise it is a lower bound, and the gate's limits
+    /// leave room above it.
+    pub confirmed: bool,
     /// Whether the figures rest on enough measurements to be used (a few latencies after the
     /// first, and a few rounds of them, or a probe). Until then the gate keeps the configured or
     /// the seed's figures.
@@ -228,6 +235,8 @@ pub struct Estimator {
     in_flight_at_first_round: u64,
     /// Whether the figures rest on enough measurements (see [`Estimator::try_settle`]).
     settled: bool,
+    /// Ticks in a row whose latency showed a queue.
+    queued_ticks: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -278,6 +287,7 @@ impl Estimator {
             lowest_latency: None,
             in_flight_at_first_round: 0,
             settled: false,
+            queued_ticks: 0,
         }
     }
 
@@ -317,9 +327,13 @@ impl Estimator {
 
         // Until a few clean rounds have set the base latency, "above the base" means nothing.
         let queued = self.settled() && self.queued();
-        if queued {
-            // A queue has formed, so the ceiling is above the knee and the measured rate is the
-            // service's: the floor that carried the capacity past what was measured can go.
+        self.queued_ticks = if queued { self.queued_ticks + 1 } else { 0 };
+        if queued && (s.ceiling_refused || self.queued_ticks >= QUEUED_TICKS) {
+            // A queue has formed while the ceiling turned requests away, or has lasted: the
+            // service is saturated and the measured rate is its capacity, so the floor that carried
+            // the capacity past what was measured can go. (A single queued tick without refusals
+            // is a burst or noise at the usual load; the rate measured then is only a lower
+            // bound.)
             self.rate_floor = 0.0;
             self.queue_seen = Some(s.now);
         }
@@ -652,6 +666,7 @@ impl Estimator {
             probing: self.probe.is_some(),
             probes: self.probes,
             settled: self.settled(),
+            confirmed: self.confirmed(),
         }
     }
 }

@@ -62,7 +62,7 @@ use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
 use crate::bucket::{Bucket, BucketParams, Reservation};
-use crate::capacity::{Estimator, Learned, TickSample, HEADROOM};
+use crate::capacity::{Estimator, Learned, TickSample, HEADROOM, UNCONFIRMED_HEADROOM};
 use crate::clock::{duration_to_nanos, Clock, MonotonicClock, Nanos};
 use crate::config::{Config, ConfigError, Limit, Waiting};
 use crate::counters::{Counters, Event, Stripes};
@@ -1530,10 +1530,22 @@ impl<C: Clock> Inner<C> {
         let hot = &self.hot;
         let unlearned = Thresholds::unlearned(&settings.config);
         let base = learned.base_latency.map(duration_to_nanos);
+        // A capacity measured below saturation is a lower bound: the switch threshold and the rate
+        // then leave the same room above it as the ceiling does.
+        let room = if learned.confirmed {
+            1.0 + HEADROOM
+        } else {
+            1.0 + UNCONFIRMED_HEADROOM
+        };
         m.thresholds = Thresholds {
-            max_running: learned
-                .knee
-                .map_or(unlearned.max_running, |k| g.max_running.clamp(k)),
+            max_running: learned.knee.map_or(unlearned.max_running, |k| {
+                let k = if learned.confirmed {
+                    k
+                } else {
+                    (k as f64 * room).ceil() as u64
+                };
+                g.max_running.clamp(k)
+            }),
             max_avg_latency: base.map_or(unlearned.max_avg_latency, |b| {
                 let learned = Duration::from_nanos((b as f64 * SWITCH_LATENCY) as u64);
                 duration_to_nanos(g.max_avg_latency.clamp(learned))
@@ -1544,9 +1556,9 @@ impl<C: Clock> Inner<C> {
             // The in-flight ceiling is what holds the service at its knee; a learned rate sits
             // above the learned capacity so that the service stays saturated and the capacity
             // measured while the switch is on is the service's, not the bucket's.
-            whole_rate: learned.capacity.map_or(unlearned.whole_rate, |c| {
-                g.max_qps.clamp(c * (1.0 + HEADROOM))
-            }),
+            whole_rate: learned
+                .capacity
+                .map_or(unlearned.whole_rate, |c| g.max_qps.clamp(c * room)),
         };
         if g.max_qps.is_auto() {
             hot.set_whole_rate(m.thresholds.whole_rate, g.burst);
