@@ -33,7 +33,9 @@
 //! Each tick the sampler feeds the [`crate::capacity::Estimator`] and turns what it learned into the
 //! limits in force, within the config's bounds (a fixed number wins): `max_running` = the knee,
 //! `max_avg_latency` = 1.5 × the base latency, `max_qps` = 1.15 × the capacity, `max_in_flight` =
-//! the estimator's ceiling plus the urgent headroom. [`Snapshot::learned`] and [`Snapshot::limits`]
+//! the estimator's ceiling plus the urgent headroom. While the capacity is only a lower bound (not
+//! seen saturated, [`crate::capacity::Learned::confirmed`]) the switch threshold and the rate are
+//! twice the knee and the capacity, as the ceiling is. [`Snapshot::learned`] and [`Snapshot::limits`]
 //! show both. A config of fixed numbers only behaves as the seed's gate, with the urgent headroom,
 //! floor and adaptive waiting off.
 //!
