@@ -919,7 +919,13 @@ fn every_builtin_scenario_runs_at_full_length() {
         let report = run_all(&s);
         let g = by_name(&report, "sluicegate");
         let u = by_name(&report, "unprotected");
-        assert!(g.switch_flips >= 1, "{name}");
+        if *name == "memory-pressure" {
+            // Memory runs out before the workers do: the graded memory response holds in-flight
+            // below the switch's thresholds, so the switch need not turn on.
+            assert!(g.peak_memory_ratio < u.peak_memory_ratio / 100.0, "{name}");
+        } else {
+            assert!(g.switch_flips >= 1, "{name}");
+        }
         assert!(g.goodput_ratio > u.goodput_ratio, "{name}");
     }
 }
