@@ -382,10 +382,17 @@ impl Estimator {
                         let keep = self.clean.len() - FASTER_ROUNDS;
                         self.clean.drain(..keep);
                     }
-                    let mut sorted: Vec<f64> = self.clean.iter().copied().collect();
-                    sorted.sort_by(f64::total_cmp);
-                    let median = sorted[sorted.len() / 2];
-                    self.base = Some((median, s.now));
+                    // On the stack: the tick runs on a request's path, which allocates nothing.
+                    let mut sorted = [0.0f64; ROUNDS];
+                    let n = self.clean.len().min(ROUNDS);
+                    for (slot, r) in sorted.iter_mut().zip(self.clean.iter()) {
+                        *slot = *r;
+                    }
+                    let rounds = &mut sorted[..n];
+                    rounds.sort_unstable_by(f64::total_cmp);
+                    if let Some(&median) = rounds.get(n / 2) {
+                        self.base = Some((median, s.now));
+                    }
                     self.rate_at_base = self.capacity();
                 }
             }
