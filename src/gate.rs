@@ -1045,14 +1045,16 @@ impl<C: Clock> Inner<C> {
             }
         }
         let status = self.switch.load();
-        // The non-urgent floor may go a little above the ceiling (see `floor_slots`).
-        let ceiling = self
-            .hot
-            .max_in_flight
-            .load(Ordering::Relaxed)
-            .saturating_add(self.hot.floor_slots.load(Ordering::Relaxed));
-        if status.on && self.in_flight.current() >= ceiling {
-            return Err(self.refuse(RejectReason::InFlightCeiling, None));
+        if status.on {
+            // The non-urgent floor may go a little above the ceiling (see `floor_slots`).
+            let ceiling = self
+                .hot
+                .max_in_flight
+                .load(Ordering::Relaxed)
+                .saturating_add(self.hot.floor_slots.load(Ordering::Relaxed));
+            if self.in_flight.current() >= ceiling {
+                return Err(self.refuse(RejectReason::InFlightCeiling, None));
+            }
         }
         Ok(status)
     }
