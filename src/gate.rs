@@ -223,6 +223,21 @@ impl HotLimits {
         self.implicit_urgency.store(implicit, r);
     }
 
+    /// The in-flight level the non-urgent floor may reach: the ceiling plus `floor_slots`.
+    #[inline]
+    fn floor_ceiling(&self) -> u64 {
+        self.max_in_flight
+            .load(Ordering::Relaxed)
+            .saturating_add(self.floor_slots.load(Ordering::Relaxed))
+    }
+
+    /// [`HotLimits::floor_ceiling`], and below the level where memory reaches its hard ceiling.
+    #[inline]
+    fn floor_cap(&self) -> u64 {
+        self.floor_ceiling()
+            .min(self.memory_hard_cap.load(Ordering::Relaxed))
+    }
+
     /// The rate of the whole gate (the urgent bucket), requests per second.
     fn set_whole_rate(&self, rate: f64, burst: Duration) {
         let urgent = BucketParams::with_burst(rate, burst);
@@ -756,9 +771,9 @@ impl<C: Clock> Gate<C> {
         let mut monitor = inner.monitor.lock();
         inner.hot.store(&settings, inner.lookup.is_some());
         let at_reading = monitor.memory.at_reading;
-        inner.fit_memory_with(&mut monitor, at_reading, &settings);
+        inner.fit_memory(&mut monitor, at_reading, &settings);
         inner.apply_learned(&settings, &mut monitor);
-        inner.update_max_wait_with(&monitor, &settings);
+        inner.update_max_wait(&monitor, &settings);
         drop(monitor);
         let mode_changed = g.switch != old.config.gate.switch;
         let mode = g.switch;
@@ -793,7 +808,7 @@ impl<C: Clock> Gate<C> {
         // become in-flight levels without the error of a later tick.
         let in_flight = inner.in_flight.current();
         if let Some(mut m) = inner.monitor.try_lock() {
-            inner.fit_memory(&mut m, in_flight);
+            inner.fit_memory(&mut m, in_flight, &inner.settings.load());
         }
         ratio
     }
@@ -844,6 +859,13 @@ impl<C: Clock> Gate<C> {
             },
         }
     }
+}
+
+/// Whether the `k`-th item (from 0) of a sequence in which a share `p` is marked is marked, spreading
+/// the marked ones evenly (the non-urgent share between the memory marks; the simulator's uniform
+/// arrivals).
+pub(crate) fn evenly(k: u64, p: f64) -> bool {
+    ((k + 1) as f64 * p).floor() > (k as f64 * p).floor()
 }
 
 /// What is known of a request's urgency when it takes an in-flight slot.
@@ -1047,12 +1069,7 @@ impl<C: Clock> Inner<C> {
         let status = self.switch.load();
         if status.on {
             // The non-urgent floor may go a little above the ceiling (see `floor_slots`).
-            let ceiling = self
-                .hot
-                .max_in_flight
-                .load(Ordering::Relaxed)
-                .saturating_add(self.hot.floor_slots.load(Ordering::Relaxed));
-            if self.in_flight.current() >= ceiling {
+            if self.in_flight.current() >= self.hot.floor_ceiling() {
                 return Err(self.refuse(RejectReason::InFlightCeiling, None));
             }
         }
@@ -1109,13 +1126,7 @@ impl<C: Clock> Inner<C> {
         let urgency = match class {
             Class::Known(u) => u,
             Class::Floor => {
-                let hot = &self.hot;
-                let cap = hot
-                    .max_in_flight
-                    .load(Ordering::Relaxed)
-                    .saturating_add(hot.floor_slots.load(Ordering::Relaxed))
-                    .min(hot.memory_hard_cap.load(Ordering::Relaxed));
-                if self.in_flight.try_enter(cap) {
+                if self.in_flight.try_enter(self.hot.floor_cap()) {
                     return Ok(());
                 }
                 return Err(self.refuse(RejectReason::InFlightCeiling, None));
@@ -1149,8 +1160,7 @@ impl<C: Clock> Inner<C> {
                     // Between the marks: admit the share (hard - n) / (hard - soft), spread evenly.
                     let share = (memory_hard - n) as f64 / (memory_hard - soft) as f64;
                     let k = hot.thinning.fetch_add(1, Ordering::Relaxed);
-                    let admit = ((k + 1) as f64 * share).floor() > (k as f64 * share).floor();
-                    if !admit {
+                    if !evenly(k, share) {
                         return Err(self.refuse(RejectReason::MemoryCeiling, None));
                     }
                     nu_ceiling.min(memory_hard)
@@ -1166,12 +1176,8 @@ impl<C: Clock> Inner<C> {
         // `non_urgent_qps` of the ceiling.
         if urgency == Urgency::NonUrgent && hot.learning.load(Ordering::Relaxed) {
             let now = now.unwrap_or_else(|| self.clock.now());
-            let floor = hot.bucket(false);
-            let above = hot.floor_slots.load(Ordering::Relaxed);
-            if self.non_urgent.reserve(now, 0, &floor).is_ok()
-                && self
-                    .in_flight
-                    .try_enter(ceiling.saturating_add(above).min(memory_hard))
+            if self.non_urgent.reserve(now, 0, &hot.bucket(false)).is_ok()
+                && self.in_flight.try_enter(hot.floor_cap())
             {
                 return Ok(());
             }
@@ -1464,7 +1470,7 @@ impl<C: Clock> Inner<C> {
             }
             m.last_tick = now;
             m.last_totals = totals;
-            self.fit_memory(m, in_flight);
+            self.fit_memory(m, in_flight, &settings);
         }
         m.figures = figures;
         self.apply_learned(&settings, m);
@@ -1475,17 +1481,12 @@ impl<C: Clock> Inner<C> {
             0
         };
         self.evaluate_switch(&figures, m.thresholds, &mut m.calm_since, calm_for, now);
-        self.update_max_wait(m);
+        self.update_max_wait(m, &settings);
     }
 
     /// Pairs a new memory reading with the in-flight level and turns the memory marks into in-flight
     /// levels.
-    fn fit_memory(&self, m: &mut Monitor, in_flight: u64) {
-        let settings = self.settings.load();
-        self.fit_memory_with(m, in_flight, &settings);
-    }
-
-    fn fit_memory_with(&self, m: &mut Monitor, in_flight: u64, settings: &Settings) {
+    fn fit_memory(&self, m: &mut Monitor, in_flight: u64, settings: &Settings) {
         let hot = &self.hot;
         let Some(ratio) = self.memory.ratio() else {
             hot.memory_soft_cap.store(u64::MAX, Ordering::Relaxed);
@@ -1615,12 +1616,7 @@ impl<C: Clock> Inner<C> {
     /// Deadline-aware waiting: a token wait plus the expected latency must fit in `request_timeout`;
     /// while the service is saturated (the switch is on, or the ceiling is lowered for a probe),
     /// waits are kept short: a standing queue only makes every request old.
-    fn update_max_wait(&self, m: &Monitor) {
-        let settings = self.settings.load();
-        self.update_max_wait_with(m, &settings);
-    }
-
-    fn update_max_wait_with(&self, m: &Monitor, settings: &Settings) {
+    fn update_max_wait(&self, m: &Monitor, settings: &Settings) {
         let hot = &self.hot;
         let learning = hot.learning.load(Ordering::Relaxed);
         let learned = m.learned;

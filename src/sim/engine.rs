@@ -22,6 +22,7 @@ use super::metrics::{StrategyReport, TimelineSample, SLICE_MS};
 use super::scenario::{Arrivals, Distribution, RetryMode, Scenario};
 use super::strategy::{AttemptId, BackendView, Offer, Strategy};
 use crate::clock::{duration_to_nanos, Nanos};
+use crate::gate::evenly;
 
 const SLICE: Nanos = SLICE_MS * 1_000_000;
 /// Progress is reported about this many times per strategy.
@@ -244,12 +245,6 @@ fn class(urgent: bool) -> usize {
     } else {
         NON_URGENT
     }
-}
-
-/// Whether the `k`-th item (from 0) of a sequence in which a share `p` is marked is marked, spreading
-/// the marked ones evenly.
-fn evenly(k: u64, p: f64) -> bool {
-    ((k + 1) as f64 * p).floor() > (k as f64 * p).floor()
 }
 
 fn ms(nanos: Nanos) -> f64 {
