@@ -363,21 +363,30 @@ impl MemoryFit {
         self.syy = self.syy * d + ratio * ratio;
     }
 
-    /// Memory ratio per request in flight. Where the readings do not tell (in-flight hardly varied),
-    /// all memory is taken to be per request: an overestimate, so the projected ceilings err on the
-    /// safe side.
+    /// Weighted variance of in-flight, covariance of in-flight and memory, and variance of memory
+    /// over the readings; `None` before the first one.
+    fn moments(&self) -> Option<(f64, f64, f64)> {
+        let w = self.weight;
+        if w <= 0.0 {
+            return None;
+        }
+        let (mx, my) = (self.sx / w, self.sy / w);
+        Some((
+            self.sxx / w - mx * mx,
+            self.sxy / w - mx * my,
+            self.syy / w - my * my,
+        ))
+    }
+
     /// The spread of readings around the fitted line (memory that the requests in flight do not
     /// explain: payloads of different sizes), as a standard deviation of the ratio.
     fn spread(&self) -> f64 {
         if self.weight <= 1.0 {
             return 0.0;
         }
-        let w = self.weight;
-        let mx = self.sx / w;
-        let my = self.sy / w;
-        let var_x = self.sxx / w - mx * mx;
-        let cov = self.sxy / w - mx * my;
-        let var_y = self.syy / w - my * my;
+        let Some((var_x, cov, var_y)) = self.moments() else {
+            return 0.0;
+        };
         let explained = if var_x > 0.0 { cov * cov / var_x } else { 0.0 };
         let residual = var_y - explained;
         if residual.is_finite() && residual > 0.0 {
@@ -387,11 +396,11 @@ impl MemoryFit {
         }
     }
 
+    /// Memory ratio per request in flight. Where the readings do not tell (in-flight hardly varied),
+    /// all memory is taken to be per request: an overestimate, so the projected ceilings err on the
+    /// safe side.
     fn per_request(&self, in_flight: u64, ratio: f64) -> Option<f64> {
-        if self.weight > 0.0 {
-            let mx = self.sx / self.weight;
-            let var = self.sxx / self.weight - mx * mx;
-            let cov = self.sxy / self.weight - mx * (self.sy / self.weight);
+        if let Some((var, cov, _)) = self.moments() {
             if var >= 1.0 {
                 let slope = cov / var;
                 if slope.is_finite() && slope > 0.0 {
