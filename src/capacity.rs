@@ -84,8 +84,12 @@ use crate::clock::Nanos;
 pub const RATE_WINDOW: Duration = Duration::from_secs(3);
 /// How long the base latency is trusted before it is re-measured.
 pub const BASE_WINDOW: Duration = Duration::from_secs(10);
-/// The in-flight ceiling is the knee times `1 + HEADROOM` (plus two requests).
+/// Room above a capacity confirmed saturated that the switch threshold and the rate of the whole
+/// gate leave, so that the in-flight ceiling, not the rate, holds a saturated service.
 pub const HEADROOM: f64 = 0.15;
+/// The queue the ceiling allows above a confirmed knee, in square roots of the knee (see
+/// [`ceiling_headroom`]).
+pub const QUEUE_ROOM: f64 = 0.5;
 /// Headroom while the capacity is only a lower bound (no queue seen lately): the ceiling then sits
 /// at twice the knee measured, so that a service that was never saturated is not capped near its
 /// usual load, yet a sudden flood is still stopped at once.
@@ -97,7 +101,7 @@ pub const MAX_GROWTH: f64 = 4.0;
 /// Capacity growth factor once the service has been seen saturated.
 pub const GENTLE_GROWTH: f64 = 1.1;
 /// The probe's ceiling, as a share of the knee.
-pub const PROBE_DEPTH: f64 = 0.75;
+pub const PROBE_DEPTH: f64 = 0.9;
 /// Completions a rate is smoothed over (at least).
 pub const RATE_SAMPLES: f64 = 200.0;
 /// Latencies a latency is smoothed over (at least).
@@ -144,6 +148,36 @@ pub const SLOWED: f64 = 0.8;
 const SLOW_PROBE_GAP_NS: Nanos = 1_000_000_000;
 /// A probe ends after at least this long even without a clean round.
 const PROBE_LONGEST_NS: Nanos = 2_000_000_000;
+/// The base latency is trusted for at least this many base latencies (a probe costs a few).
+pub const BASE_WINDOW_LATENCIES: f64 = 100.0;
+/// Completions the saturated completion rate is averaged over (at least).
+pub const SATURATED_SAMPLES: f64 = 1000.0;
+/// Saturated ticks before their mean replaces the windowed maximum as the capacity.
+pub const SATURATED_TICKS: u64 = 5;
+
+/// Requests the ceiling allows above a confirmed knee `k`: [`QUEUE_ROOM`] × √k + ½.
+///
+/// Enough that the service never idles for want of a request, few enough that the queue stays
+/// short. Why a square root: the number of workers that finish in a short span varies like the
+/// square root of their number (the square-root staffing rule of many-server queues), so a
+/// queue of that order keeps every worker busy, while a share of the knee (the earlier 15 %)
+/// is far more than that on a large service, and every queued request slows a congested
+/// service further.
+pub fn ceiling_headroom(k: f64) -> f64 {
+    QUEUE_ROOM * k.max(0.0).sqrt() + 0.5
+}
+
+/// The in-flight ceiling over a knee `k` confirmed saturated: `k` plus [`ceiling_headroom`],
+/// rounded up.
+pub fn confirmed_ceiling(k: f64) -> u64 {
+    let c = (k + ceiling_headroom(k)).ceil();
+    if c.is_finite() && c >= 1.0 {
+        c as u64
+    } else {
+        1
+    }
+}
+
 const RATE_WINDOW_NS: Nanos = RATE_WINDOW.as_nanos() as Nanos;
 const BASE_WINDOW_NS: Nanos = BASE_WINDOW.as_nanos() as Nanos;
 
@@ -206,6 +240,8 @@ pub struct Estimator {
     base: Option<(f64, Nanos)>,
     /// Latency of the recent clean rounds (no ceiling refusal, no queue), newest last.
     clean: std::collections::VecDeque<f64>,
+    /// The clean rounds from before the probe under way.
+    before_probe: std::collections::VecDeque<f64>,
     /// The round being gathered: latency sum, count, and whether it stayed clean.
     round: (f64, u64, bool),
     probe: Option<Probe>,
@@ -217,6 +253,8 @@ pub struct Estimator {
     now: Nanos,
     /// Ticks in a row in which the ceiling refused while latency stayed at its base.
     flat_ticks: u32,
+    /// When the latest streak of such ticks began.
+    flat_since: Nanos,
     /// When the first latency was recorded.
     first_latency_at: Option<Nanos>,
     /// The mean latency of the first tick that recorded any.
@@ -237,6 +275,16 @@ pub struct Estimator {
     settled: bool,
     /// Ticks in a row whose latency showed a queue.
     queued_ticks: u32,
+    /// Mean completion rate of the ticks the service was saturated in (the ceiling refusing
+    /// while a queue was confirmed), and how many ticks it holds: under saturation the service
+    /// completes exactly its capacity, so a mean estimates it without the upward bias of the
+    /// windowed maximum.
+    saturated: Option<(f64, u64)>,
+    /// Saturated ticks count only from here on (the refill after a probe is not the service's
+    /// rate).
+    steady_from: Nanos,
+    /// Latency shows a queue while completions fell well below the best: the service slowed.
+    slowing: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -272,12 +320,14 @@ impl Estimator {
             last_growth: 0,
             base: None,
             clean: std::collections::VecDeque::with_capacity(ROUNDS),
+            before_probe: std::collections::VecDeque::with_capacity(ROUNDS),
             round: (0.0, 0, true),
             probe: None,
             probes: 0,
             queue_seen: None,
             now: 0,
             flat_ticks: 0,
+            flat_since: 0,
             first_latency_at: None,
             first_latency: None,
             probe_measured: false,
@@ -288,6 +338,9 @@ impl Estimator {
             in_flight_at_first_round: 0,
             settled: false,
             queued_ticks: 0,
+            saturated: None,
+            steady_from: 0,
+            slowing: false,
         }
     }
 
@@ -337,14 +390,53 @@ impl Estimator {
             self.rate_floor = 0.0;
             self.queue_seen = Some(s.now);
         }
+        // Once saturation was seen, the ceiling holds the queue short (see `ceiling_headroom`);
+        // a latency above half the queue it allows, while the ceiling refuses, keeps proving the
+        // service saturated.
+        let full = self.confirmed()
+            && s.ceiling_refused
+            && self.probe.is_none()
+            && matches!((self.latency, self.base_latency()), (Some(l), Some(b)) if l > b * self.room_signal());
+        if full {
+            self.rate_floor = 0.0;
+            self.queue_seen = Some(s.now);
+        }
+        self.slowing = queued
+            && self
+                .rate
+                .zip(self.rate_best)
+                .is_some_and(|(now, (best, _))| now < SLOWED * best);
+        if !self.confirmed() || self.slowing {
+            self.saturated = None;
+        } else if s.ceiling_refused
+            && self.probe.is_none()
+            && s.now >= self.steady_from
+            && s.elapsed > 0
+        {
+            let rate = s.completed as f64 / (s.elapsed as f64 / 1e9);
+            let (mean, n) = self.saturated.unwrap_or((rate, 0));
+            // A plain mean of the first ticks, then a moving one over SATURATED_SAMPLES.
+            let weight = (s.completed as f64 / SATURATED_SAMPLES)
+                .max(1.0 / (n + 1) as f64)
+                .min(1.0);
+            self.saturated = Some((mean + weight * (rate - mean), n + 1));
+            if n + 1 == SATURATED_TICKS {
+                // The first capacity measured saturated is the one to tell a faster service by
+                // (the one at the last clean round may be a lower bound from the usual load).
+                self.rate_at_base = self.capacity();
+            }
+        }
 
         // Base latency: the median of the latest clean rounds (ticks where nothing queued because of
         // us, or the drained part of a probe). A median, not a minimum: the minimum of noisy means is
         // biased low, and a knee set low wastes capacity.
         let probing_clean = self.probe.is_some_and(|p| s.now >= p.clean_from);
+        // Above a confirmed knee the requests queue, whatever the latency says: a base measured
+        // there would drift up with the queue, and the knee with it.
+        let above_knee = self.confirmed() && self.knee().is_some_and(|k| s.in_flight > k);
         let clean_tick = match self.probe {
             Some(_) => probing_clean,
-            None => !s.ceiling_refused && !queued,
+            None => !s.ceiling_refused && !queued && !above_knee,
         };
         // Rounds of the startup are not the service's (see `past_startup`), except for a first
         // base to start from.
@@ -382,15 +474,7 @@ impl Estimator {
                         let keep = self.clean.len() - FASTER_ROUNDS;
                         self.clean.drain(..keep);
                     }
-                    // On the stack: the tick runs on a request's path, which allocates nothing.
-                    let mut sorted = [0.0f64; ROUNDS];
-                    let n = self.clean.len().min(ROUNDS);
-                    for (slot, r) in sorted.iter_mut().zip(self.clean.iter()) {
-                        *slot = *r;
-                    }
-                    let rounds = &mut sorted[..n];
-                    rounds.sort_unstable_by(f64::total_cmp);
-                    if let Some(&median) = rounds.get(n / 2) {
+                    if let Some(median) = self.median_round() {
                         self.base = Some((median, s.now));
                     }
                     self.rate_at_base = self.capacity();
@@ -407,10 +491,20 @@ impl Estimator {
         // Growth: the ceiling refused while latency stayed at its base, tick after tick (a single
         // quiet tick in a queue is noise, not room).
         if let (Some(b), Some(l), Some(c)) = (self.base_latency(), self.latency, self.capacity()) {
-            let flat = s.ceiling_refused && self.probe.is_none() && l <= GROWTH_SIGNAL * b;
+            let flat = s.ceiling_refused && self.probe.is_none() && l <= self.room_signal() * b;
             self.flat_ticks = if flat { self.flat_ticks + 1 } else { 0 };
+            if self.flat_ticks == 1 {
+                self.flat_since = s.now;
+            }
             let step = (b as Nanos).max(s.elapsed);
-            if self.flat_ticks >= FLAT_TICKS && s.now.saturating_sub(self.last_growth) >= step {
+            // The latencies that show room must come from requests admitted while the ceiling
+            // refused: those completed in the first latency of the streak were admitted before
+            // it, and say nothing about the level the ceiling holds.
+            let evidence = s.now.saturating_sub(self.flat_since) as f64 >= l;
+            if self.flat_ticks >= FLAT_TICKS
+                && evidence
+                && s.now.saturating_sub(self.last_growth) >= step
+            {
                 // Fast while the capacity has never been seen (a service that was never saturated
                 // can be far from its knee); gently once it has, so as not to overshoot into a
                 // queue that the probe then has to drain.
@@ -439,10 +533,36 @@ impl Estimator {
             if (s.now >= p.end && !self.clean.is_empty()) || s.now >= p.hard_end {
                 self.probe = None;
                 self.probe_measured |= !self.clean.is_empty();
+                // The ceiling rises again; the service refills within a latency or two.
+                self.steady_from = s
+                    .now
+                    .saturating_add((2.0 * self.latency.unwrap_or(0.0)) as Nanos);
                 // A probe's ceiling is three quarters of a knee that may itself be too high (a
                 // service that got faster, a gate started into a flood): while each probe finds a
                 // clearly lower base, probe again at once.
-                let now_base = self.base.map(|(b, _)| b);
+                let mut now_base = self.base.map(|(b, _)| b);
+                // The same service as before: the probe's few rounds join the older ones, so
+                // that the base rests on many rounds, not on a probe's handful.
+                let same = matches!((p.base_before, now_base), (Some(before), Some(after))
+                    if after >= REPROBE * before && after <= SLOWER * before);
+                if same && !self.clean.is_empty() {
+                    for r in self.clean.drain(..) {
+                        if self.before_probe.len() == ROUNDS {
+                            self.before_probe.pop_front();
+                        }
+                        self.before_probe.push_back(r);
+                    }
+                    std::mem::swap(&mut self.clean, &mut self.before_probe);
+                    if let Some(median) = self.median_round() {
+                        self.base = Some((median, s.now));
+                        now_base = Some(median);
+                    }
+                }
+                self.before_probe.clear();
+                if !same {
+                    // A different service: its saturated rate is measured afresh.
+                    self.saturated = None;
+                }
                 self.reprobe = matches!((p.base_before, now_base), (Some(before), Some(after)) if after < REPROBE * before);
                 // The service slowed down: the rates remembered from before are a faster
                 // service's, and with the new base they would put the knee too high.
@@ -453,6 +573,7 @@ impl Estimator {
                         self.rate_best = Some((rate, s.now));
                         self.rate_next = None;
                         self.rate_floor = 0.0;
+                        self.saturated = None;
                     }
                 }
                 self.rate_at_base = self.capacity();
@@ -474,12 +595,7 @@ impl Estimator {
         // complete than the service managed moments ago. A queue of our making does not lower the
         // completion rate; a slower service does, and its new base latency must be measured
         // before the ceiling shrinks with the falling rate.
-        let slowed = self.settled()
-            && self.queued()
-            && self
-                .rate
-                .zip(self.rate_best)
-                .is_some_and(|(now, (best, _))| now < SLOWED * best);
+        let slowed = self.settled() && self.slowing;
         // A gate started into a flood never sees a clean round: measure the base latency by
         // probing instead.
         let unsettled = !self.settled() && self.past_startup();
@@ -504,7 +620,9 @@ impl Estimator {
                 .is_some_and(|(then, now)| now > FASTER_RATE * then)
             && age > SLOW_PROBE_GAP_NS.max((10.0 * latency) as Nanos);
         let again = again || faster;
-        if climbing || again || (s.ceiling_refused && (age > BASE_WINDOW_NS || early)) {
+        // A slow service re-measures less often: a probe lasts a few base latencies.
+        let window = BASE_WINDOW_NS.max((BASE_WINDOW_LATENCIES * base) as Nanos);
+        if climbing || again || (s.ceiling_refused && (age > window || early)) {
             // Long enough for the queue to drain (the current latency) and then for a base latency
             // to be measured, with a tick to spare.
             let drain = ((2.0 * latency) as Nanos).saturating_add(s.elapsed);
@@ -515,7 +633,9 @@ impl Estimator {
                 .map_or(0, |r| (ROUND_SAMPLES as f64 / r * 1e9) as Nanos);
             let measure = ((2.0 * base) as Nanos).max(s.elapsed).max(round);
             self.probes += 1;
-            // The old rounds are what is being re-measured.
+            // The old rounds are what is being re-measured; kept aside, to be pooled with the
+            // probe's if it finds the same service.
+            std::mem::swap(&mut self.clean, &mut self.before_probe);
             self.clean.clear();
             self.round = (0.0, 0, true);
             self.probe = Some(Probe {
@@ -553,6 +673,19 @@ impl Estimator {
         }
     }
 
+    /// The median of the clean rounds.
+    fn median_round(&self) -> Option<f64> {
+        // On the stack: the tick runs on a request's path, which allocates nothing.
+        let mut sorted = [0.0f64; ROUNDS];
+        let n = self.clean.len().min(ROUNDS);
+        for (slot, r) in sorted.iter_mut().zip(self.clean.iter()) {
+            *slot = *r;
+        }
+        let rounds = &mut sorted[..n];
+        rounds.sort_unstable_by(f64::total_cmp);
+        rounds.get(n / 2).copied()
+    }
+
     fn note_rate(&mut self, rate: f64, now: Nanos) {
         match self.rate_best {
             Some((best, _)) if rate < best => {
@@ -577,9 +710,26 @@ impl Estimator {
 
     /// Completions per second the service has shown it sustains.
     pub fn capacity(&self) -> Option<f64> {
-        self.rate_best
-            .map(|(r, _)| r.max(self.rate_floor))
+        let measured = match self.saturated {
+            Some((mean, ticks)) if ticks >= SATURATED_TICKS => Some(mean),
+            _ => self.rate_best.map(|(r, _)| r),
+        };
+        measured
+            .map(|r| r.max(self.rate_floor))
             .filter(|r| r.is_finite() && *r > 0.0)
+    }
+
+    /// Latency, as a multiple of the base, that tells room (below) from a full service (above)
+    /// while the ceiling refuses: half the queue the ceiling allows once saturation was seen,
+    /// [`GROWTH_SIGNAL`] before.
+    fn room_signal(&self) -> f64 {
+        if !self.confirmed() {
+            return GROWTH_SIGNAL;
+        }
+        match self.knee_exact() {
+            Some(k) if k > 0.0 => 1.0 + 0.5 * ceiling_headroom(k) / k,
+            _ => GROWTH_SIGNAL,
+        }
     }
 
     /// Latency without queueing, in nanoseconds.
@@ -642,6 +792,11 @@ impl Estimator {
         self.latency
     }
 
+    fn knee_exact(&self) -> Option<f64> {
+        let k = self.capacity()? * self.base_latency()? / 1e9;
+        k.is_finite().then_some(k)
+    }
+
     /// The in-flight level at which latency starts to climb.
     pub fn knee(&self) -> Option<u64> {
         let k = self.capacity()? * self.base_latency()? / 1e9;
@@ -656,12 +811,13 @@ impl Estimator {
             // Until the figures rest on enough measurements, the configured ceiling stands.
             (None, Some(_)) if !self.settled() => None,
             (None, Some(k)) => {
-                let headroom = if self.confirmed() {
-                    HEADROOM
+                if self.confirmed() {
+                    Some(confirmed_ceiling(self.knee_exact().unwrap_or(k as f64)))
                 } else {
-                    UNCONFIRMED_HEADROOM
-                };
-                Some(((k as f64 * (1.0 + headroom)).ceil() as u64).saturating_add(2))
+                    Some(
+                        ((k as f64 * (1.0 + UNCONFIRMED_HEADROOM)).ceil() as u64).saturating_add(2),
+                    )
+                }
             }
             (None, None) => None,
         };

@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use common::{gate_with, ms, FakeMemory};
-use sluicegate::capacity::HEADROOM;
+use sluicegate::capacity::{confirmed_ceiling, HEADROOM};
 use sluicegate::clock::{Clock, ManualClock, Nanos};
 use sluicegate::config::Limit;
 use sluicegate::{Admission, Config, Gate, Permit, RejectReason, Rejection, Request, Snapshot};
@@ -246,8 +246,10 @@ impl Log {
     }
 }
 
-fn ceiling_for(knee: u64) -> u64 {
-    (knee as f64 * (1.0 + HEADROOM)).ceil() as u64 + 2
+/// The learned ceiling over a knee confirmed saturated, from the snapshot's figures.
+fn ceiling_for(s: &Snapshot) -> u64 {
+    let l = s.learned;
+    confirmed_ceiling(l.capacity.unwrap() * l.base_latency.unwrap().as_secs_f64())
 }
 
 // ---------------------------------------------------------------- learned limits
@@ -270,14 +272,16 @@ fn a_flood_is_learned_and_the_limits_follow_the_learned_figures() {
     assert!(near(capacity, CAPACITY, 0.03), "{trace}");
     assert!(near(base.as_secs_f64(), 0.050, 0.02), "{trace}");
     assert!((19..=21).contains(&knee), "{trace}");
-    // Once saturated: the ceiling is the knee plus HEADROOM plus two, the switch threshold the
-    // knee, the latency threshold one and a half base latencies.
-    assert_eq!(l.ceiling, Some(ceiling_for(knee)), "{trace}");
+    // Once saturated: the ceiling allows a short queue above the knee (√20 / 2 + ½ ≈ 3), the
+    // switch threshold is the knee, the latency threshold one and a half base latencies.
+    let ceiling = ceiling_for(&s);
+    assert!((22..=25).contains(&ceiling), "{trace}");
+    assert_eq!(l.ceiling, Some(ceiling), "{trace}");
     // Non-urgent (and unclassified) requests stop at the learned ceiling; urgent ones have a
     // little headroom above it (three standard deviations of their own count, plus two).
-    assert_eq!(s.limits.shared_in_flight, ceiling_for(knee), "{trace}");
-    assert!(s.limits.max_in_flight >= ceiling_for(knee), "{trace}");
-    let most = ceiling_for(knee) + (3.0 * (knee as f64).sqrt()) as u64 + 2;
+    assert_eq!(s.limits.shared_in_flight, ceiling, "{trace}");
+    assert!(s.limits.max_in_flight >= ceiling, "{trace}");
+    let most = ceiling + (3.0 * (knee as f64).sqrt()) as u64 + 2;
     assert!(s.limits.max_in_flight <= most, "{trace}");
     assert_eq!(s.limits.max_running, knee, "{trace}");
     let expected = base.as_secs_f64() * 1.5;
@@ -454,7 +458,7 @@ fn bounds_apply_to_every_learned_limit() {
     };
     config.gate.max_in_flight = Limit::Auto {
         min: None,
-        max: Some(26),
+        max: Some(25),
     };
     let (gate, clock, _) = gate_with(config);
     let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
@@ -465,7 +469,9 @@ fn bounds_apply_to_every_learned_limit() {
     service.run(&mut streams, 5.0, log.keep());
     let s = gate.snapshot();
     let trace = log.show(5.0);
-    // Learned: knee 20, base 50 ms (× 1.5 = 75 ms), capacity 400, ceiling 27.
+    // Learned: knee 20, base 50 ms (× 1.5 = 75 ms), capacity 400, ceiling 23. Before the flood
+    // confirmed the capacity, the ceiling was twice the knee measured at the calm load (42): the
+    // bound held it at 25 throughout.
     assert_eq!(s.learned.knee, Some(20), "{trace}");
     assert_eq!(s.limits.max_running, 12, "{trace}");
     assert_eq!(s.limits.max_avg_latency, ms(100), "{trace}");
@@ -473,7 +479,16 @@ fn bounds_apply_to_every_learned_limit() {
     // (400 × 1.15 = 460, above the lower bound of 450).
     let rate = (400.0 * (1.0 + HEADROOM)).max(450.0);
     assert!(near(s.limits.max_qps, rate, 0.01), "{trace}");
-    assert_eq!(s.limits.max_in_flight, 26, "{trace}");
+    assert_eq!(s.learned.ceiling, Some(23), "{trace}");
+    assert_eq!(s.limits.shared_in_flight, 23, "{trace}");
+    assert!(
+        log.0.iter().any(|s| s.learned.ceiling > Some(25)),
+        "{trace}"
+    );
+    for s in &log.0 {
+        assert!(s.limits.max_in_flight <= 25, "{}", show(s));
+        assert!(s.in_flight <= 25, "{}", show(s));
+    }
 }
 
 #[test]
@@ -771,7 +786,7 @@ fn reload_keeps_the_learned_figures_and_applies_new_bounds() {
     let (gate, clock, _) = gate_with(Config::default());
     let (mut service, mut streams) = learned(&gate, &clock);
     let before = gate.snapshot();
-    let learned = ceiling_for(20);
+    let learned = ceiling_for(&before);
     assert_eq!(before.limits.shared_in_flight, learned, "{}", show(&before));
     let bound = learned - 2;
     let mut bounded = Config::default();

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use sluicegate::capacity::{
-    Estimator, Learned, TickSample, BASE_WINDOW, HEADROOM, PROBE_DEPTH, RATE_WINDOW,
+    confirmed_ceiling, Estimator, Learned, TickSample, BASE_WINDOW, PROBE_DEPTH, RATE_WINDOW,
     UNCONFIRMED_HEADROOM,
 };
 use sluicegate::clock::Nanos;
@@ -205,8 +205,15 @@ fn near(value: f64, target: f64, share: f64) -> bool {
     (value - target).abs() <= share * target.abs()
 }
 
-fn ceiling_for(knee: u64, headroom: f64) -> u64 {
-    (knee as f64 * (1.0 + headroom)).ceil() as u64 + 2
+/// The ceiling while the capacity is only a lower bound: twice the knee, plus two.
+fn unconfirmed_ceiling(knee: u64) -> u64 {
+    (knee as f64 * (1.0 + UNCONFIRMED_HEADROOM)).ceil() as u64 + 2
+}
+
+/// The ceiling over a knee confirmed saturated, from the figures learned.
+fn saturated_ceiling(learned: &Learned) -> u64 {
+    let knee = learned.capacity.unwrap() * learned.base_latency.unwrap().as_secs_f64();
+    confirmed_ceiling(knee)
 }
 
 // ---------------------------------------------------------------- learning at load
@@ -255,10 +262,7 @@ fn learns_capacity_and_base_latency_within_a_few_percent_at_full_load() {
     assert_eq!(run.knee(), 20, "{trace}");
     // No queue was seen: the capacity is not confirmed, the ceiling generous.
     assert!(!run.estimator.confirmed());
-    assert_eq!(
-        run.learned.ceiling,
-        Some(ceiling_for(20, UNCONFIRMED_HEADROOM))
-    );
+    assert_eq!(run.learned.ceiling, Some(unconfirmed_ceiling(20)));
 }
 
 #[test]
@@ -274,13 +278,12 @@ fn learns_capacity_and_base_latency_within_a_few_percent_at_twice_the_load_after
         "knee {} {trace}",
         run.knee()
     );
-    // Saturated: a queue was seen, the ceiling has the ordinary headroom.
+    // Saturated: a queue was seen, and the ceiling allows only a short one (√20 / 2 + ½ ≈ 3
+    // requests above the knee).
     assert!(run.estimator.confirmed(), "{trace}");
-    assert_eq!(
-        run.learned.ceiling,
-        Some(ceiling_for(run.knee(), HEADROOM)),
-        "{trace}"
-    );
+    let ceiling = saturated_ceiling(&run.learned);
+    assert_eq!(run.learned.ceiling, Some(ceiling), "{trace}");
+    assert!((22..=25).contains(&ceiling), "{trace}");
 }
 
 /// A gate started into a flood: the first latencies all include a queue.
