@@ -17,10 +17,17 @@
 //!   median, not the minimum BBR uses: the minimum of noisy means is biased low, and a knee set low
 //!   wastes capacity.
 //! * the knee `capacity × base_latency`, and the in-flight ceiling a little above it
-//!   ([`HEADROOM`], plus two requests), so that the service always has a short queue of work and
-//!   never idles. While the capacity is only a lower bound (no queue seen within the rate window,
-//!   e.g. at the usual load) the ceiling sits at twice the knee ([`UNCONFIRMED_HEADROOM`]): not a
-//!   cap on the usual load, yet a flood is still stopped on its first requests.
+//!   ([`ceiling_headroom`]: half the square root of the knee, and half a request), so that the
+//!   service always has a short queue of work and never idles, yet a congested service is not
+//!   slowed by a long one. While the capacity is only a lower bound (no queue seen within the rate
+//!   window, e.g. at the usual load) the ceiling sits at twice the knee
+//!   ([`UNCONFIRMED_HEADROOM`]): not a cap on the usual load, yet a flood is still stopped on its
+//!   first requests.
+//!
+//! Under saturation the capacity is the mean completion rate of the saturated ticks
+//! ([`SATURATED_SAMPLES`]), not the highest: the maximum of a noisy rate sits above the rate, and
+//! a knee set high is a standing queue. Saturation stays confirmed while the ceiling refuses and
+//! latency shows at least half the queue the ceiling allows; latency below that is room.
 //!
 //! The traps, and what avoids them:
 //! * **The start.** The first completions are the quickest requests of those sent at the start;
@@ -32,14 +39,19 @@
 //!   is what the gate admits, and an estimate built on it would shrink towards it. The ceiling is
 //!   always above the knee, so that under overload the service is saturated and the measured rate
 //!   is its capacity. And when the ceiling refuses requests while latency stays at its base for
-//!   [`FLAT_TICKS`] ticks (proof that the service has room), the capacity estimate grows by
+//!   [`FLAT_TICKS`] ticks and a whole latency (proof that the service has room: the requests
+//!   that show it were admitted while the ceiling refused), the capacity estimate grows by
 //!   [`GROWTH`] (by [`GENTLE_GROWTH`] once saturation was seen), at most once per base latency and
 //!   never past [`MAX_GROWTH`] times the highest rate measured.
 //! * **Base latency drifting up under a standing queue.** Latencies measured while the ceiling
-//!   refuses include the queue and are not taken as base latency. When the base latency is older
+//!   refuses, or while more requests are in flight than a confirmed knee, include the queue and
+//!   are not taken as base latency. When the base latency is older
 //!   than [`BASE_WINDOW`] and the service is still saturated, the ceiling is lowered below the knee
 //!   ([`PROBE_DEPTH`]) until the queue has drained and a round was measured: BBR's "probe RTT". A
-//!   probe that finds a clearly lower base is followed by a deeper one at once ([`REPROBE`]).
+//!   probe that finds a clearly lower base is followed by a deeper one at once ([`REPROBE`]); one
+//!   that finds the same base pools its rounds with the older ones, so that the base does not rest
+//!   on a probe's handful. A slow service probes at most every [`BASE_WINDOW_LATENCIES`] base
+//!   latencies.
 //! * **A service that changes speed.** When it slows down while saturated (latency up, completions
 //!   below [`SLOWED`] of the best), a probe comes after a second instead of [`BASE_WINDOW`], and
 //!   the rates remembered from the faster service are dropped once the probe shows the slower base
