@@ -392,7 +392,17 @@ impl Estimator {
 
         // Until a few clean rounds have set the base latency, "above the base" means nothing.
         let queued = self.settled() && self.queued();
-        self.queued_ticks = if queued { self.queued_ticks + 1 } else { 0 };
+        // A lasting queue without refusals must also show in the requests in flight (Little's
+        // law: a latency up by a fifth at the rate measured means a fifth more in flight than the
+        // knee); otherwise it is the noise of a few slow requests at a low rate.
+        let crowded = self
+            .knee_exact()
+            .is_some_and(|k| s.in_flight as f64 > QUEUE_SIGNAL * k);
+        self.queued_ticks = if queued && (crowded || s.ceiling_refused) {
+            self.queued_ticks + 1
+        } else {
+            0
+        };
         if queued && (s.ceiling_refused || self.queued_ticks >= QUEUED_TICKS) {
             // A queue has formed while the ceiling turned requests away, or has lasted: the
             // service is saturated and the measured rate is its capacity, so the floor that carried

@@ -180,6 +180,18 @@ const SWITCH_LATENCY: f64 = 1.5;
 /// The switch turns off only after the conditions for it have held this long without a break: one
 /// calm tick in an overload (demand and latency are noisy) must not let the flood back in.
 const SWITCH_OFF_CALM: Nanos = 1_000_000_000;
+/// With learned figures, the conditions for turning the switch on must hold on this many ticks in
+/// a row.
+const SWITCH_ON_TICKS: u32 = 2;
+
+/// How long the switch's conditions have held.
+#[derive(Debug, Default)]
+struct SwitchPace {
+    /// Since when the conditions for turning the switch off have held without a break.
+    calm_since: Option<Nanos>,
+    /// Ticks in a row on which the conditions for turning it on held.
+    hot_ticks: u32,
+}
 /// While the service is saturated, a request waits for a token at most this share of the expected
 /// handler latency: a standing queue only makes every request old (CoDel's insight).
 const STANDING_WAIT_SHARE: f64 = 0.25;
@@ -310,8 +322,8 @@ struct Monitor {
     scratch: Vec<u64>,
     percentiles: Percentiles,
     figures: Figures,
-    /// Since when the conditions for turning the switch off have held without a break.
-    calm_since: Option<Nanos>,
+    /// How long the conditions for turning the switch on or off have held without a break.
+    pace: SwitchPace,
     estimator: Estimator,
     learned: Learned,
     /// The thresholds of the switch in force (fixed or learned).
@@ -550,7 +562,7 @@ impl<C: Clock> GateBuilder<C> {
                 scratch: Vec::with_capacity(settings.ring.capacity()),
                 percentiles: Percentiles::new(now),
                 figures: Figures::default(),
-                calm_since: None,
+                pace: SwitchPace::default(),
                 estimator: Estimator::new(),
                 learned: Learned::default(),
                 thresholds: Thresholds::unlearned(&settings.config),
@@ -1484,12 +1496,8 @@ impl<C: Clock> Inner<C> {
         m.figures = figures;
         self.apply_learned(&settings, m);
 
-        let calm_for = if self.hot.learning.load(Ordering::Relaxed) {
-            SWITCH_OFF_CALM
-        } else {
-            0
-        };
-        self.evaluate_switch(&figures, m.thresholds, &mut m.calm_since, calm_for, now);
+        let learning = self.hot.learning.load(Ordering::Relaxed);
+        self.evaluate_switch(&figures, m.thresholds, &mut m.pace, learning, now);
         self.update_max_wait(m, &settings);
     }
 
@@ -1649,10 +1657,19 @@ impl<C: Clock> Inner<C> {
         &self,
         figures: &Figures,
         t: Thresholds,
-        calm_since: &mut Option<Nanos>,
-        calm_for: Nanos,
+        pace: &mut SwitchPace,
+        learning: bool,
         now: Nanos,
     ) {
+        // With learned figures the ceiling holds the service at once; the switch (which only
+        // sorts the classes) waits for the conditions to hold on a second tick, so that a burst
+        // at the usual load does not flip it, and turns off only after a second of calm.
+        let (hot_ticks, calm_for) = if learning {
+            (SWITCH_ON_TICKS, SWITCH_OFF_CALM)
+        } else {
+            (1, 0)
+        };
+        let calm_since = &mut pace.calm_since;
         let in_flight = self.in_flight.current();
         let max_latency = t.max_avg_latency;
         let status = self.switch.load();
@@ -1660,7 +1677,9 @@ impl<C: Clock> Inner<C> {
         if !status.auto_on {
             let hot =
                 in_flight > t.max_running && figures.trimmed_mean.is_some_and(|t| t > max_latency);
-            if hot {
+            pace.hot_ticks = if hot { pace.hot_ticks + 1 } else { 0 };
+            if pace.hot_ticks >= hot_ticks {
+                pace.hot_ticks = 0;
                 let (before, after) = self.switch.set_auto(true);
                 tracing::info!(
                     target: "sluicegate::switch",
