@@ -287,6 +287,8 @@ pub struct Estimator {
     settled: bool,
     /// Ticks in a row whose latency showed a queue.
     queued_ticks: u32,
+    /// Ticks in a row on which the requests in flight, at the rate measured, showed a queue.
+    implied_ticks: u32,
     /// Mean completion rate of the ticks the service was saturated in (the ceiling refusing
     /// while a queue was confirmed), and how many ticks it holds: under saturation the service
     /// completes exactly its capacity, so a mean estimates it without the upward bias of the
@@ -350,6 +352,7 @@ impl Estimator {
             in_flight_at_first_round: 0,
             settled: false,
             queued_ticks: 0,
+            implied_ticks: 0,
             saturated: None,
             steady_from: 0,
             slowing: false,
@@ -391,7 +394,29 @@ impl Estimator {
         self.expire_rate(s.now);
 
         // Until a few clean rounds have set the base latency, "above the base" means nothing.
-        let queued = self.settled() && self.queued();
+        // Little's law gives the latency of the requests in flight now (in flight ÷ completion
+        // rate) without waiting for them to complete: on a slow service the latencies measured
+        // lag a queue by a whole latency, the requests in flight do not.
+        // The higher of the smoothed rate and the tick's: the smoothed one lags a rise in the
+        // requests in flight, and a lagging rate would read as a queue.
+        let implied = match (self.rate, self.tick_rate) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+        .filter(|r| *r > 0.0)
+        .map(|r| s.in_flight as f64 / r * 1e9);
+        let implied_high = s.ceiling_refused
+            && self.probe.is_none()
+            && matches!((implied, self.base_latency()), (Some(i), Some(b)) if i > QUEUE_SIGNAL * b);
+        // On two ticks in a row: on the first tick after a step the requests just admitted have
+        // not had a tick to complete, whatever the service's room.
+        self.implied_ticks = if implied_high {
+            self.implied_ticks + 1
+        } else {
+            0
+        };
+        let implied_queue = self.implied_ticks >= 2;
+        let queued = self.settled() && (self.queued() || implied_queue);
         // A lasting queue without refusals must also show in the requests in flight (Little's
         // law: a latency up by a fifth at the rate measured means a fifth more in flight than the
         // knee); otherwise it is the noise of a few slow requests at a low rate.
@@ -513,7 +538,11 @@ impl Estimator {
         // Growth: the ceiling refused while latency stayed at its base, tick after tick (a single
         // quiet tick in a queue is noise, not room).
         if let (Some(b), Some(l), Some(c)) = (self.base_latency(), self.latency, self.capacity()) {
-            let flat = s.ceiling_refused && self.probe.is_none() && l <= self.room_signal() * b;
+            let room = self.room_signal() * b;
+            let flat = s.ceiling_refused
+                && self.probe.is_none()
+                && l <= room
+                && implied.is_none_or(|i| i <= room);
             self.flat_ticks = if flat { self.flat_ticks + 1 } else { 0 };
             if self.flat_ticks == 1 {
                 self.flat_since = s.now;
@@ -732,9 +761,12 @@ impl Estimator {
 
     /// Completions per second the service has shown it sustains.
     pub fn capacity(&self) -> Option<f64> {
+        let best = self.rate_best.map(|(r, _)| r);
         let measured = match self.saturated {
             Some((mean, ticks)) if ticks >= SATURATED_TICKS => Some(mean),
-            _ => self.rate_best.map(|(r, _)| r),
+            // The smoothed rate lags a rise: the first saturated ticks may already show more.
+            Some((mean, _)) => Some(best.map_or(mean, |b| b.max(mean))),
+            None => best,
         };
         measured
             .map(|r| r.max(self.rate_floor))

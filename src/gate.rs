@@ -1458,6 +1458,10 @@ impl<C: Clock> Inner<C> {
             };
             self.hot.sample_mask.store(mask, Ordering::Relaxed);
             let in_flight = self.in_flight.current();
+            // Refusals at a ceiling the config holds below the learned one say nothing about the
+            // service's room.
+            let ceiling_refused =
+                totals.refused_in_flight > last.refused_in_flight && !m.ceiling_bounded;
             let learned = m.estimator.observe(&TickSample {
                 now,
                 elapsed,
@@ -1465,10 +1469,7 @@ impl<C: Clock> Inner<C> {
                 latency_sum,
                 latency_count,
                 in_flight,
-                // Refusals at a ceiling the config holds below the learned one say nothing about
-                // the service's room.
-                ceiling_refused: totals.refused_in_flight > last.refused_in_flight
-                    && !m.ceiling_bounded,
+                ceiling_refused,
             });
             m.learned = learned;
             let demand = asked(&totals).saturating_sub(asked(&last))

@@ -18,7 +18,7 @@ use sluicegate::capacity::{confirmed_ceiling, HEADROOM};
 use sluicegate::clock::{Clock, ManualClock, Nanos};
 use sluicegate::config::Limit;
 use sluicegate::{Admission, Config, Gate, Permit, RejectReason, Rejection, Request, Snapshot};
-use sluicegate::{Ticket, Urgency};
+use sluicegate::{SwitchMode, Ticket, Urgency};
 
 const STEP: Nanos = 1_000_000;
 
@@ -287,7 +287,14 @@ fn a_flood_is_learned_and_the_limits_follow_the_learned_figures() {
     let expected = base.as_secs_f64() * 1.5;
     let latency = s.limits.max_avg_latency.as_secs_f64();
     assert!((latency - expected).abs() < 1e-6, "{latency} {trace}");
-    assert!(s.switch.on, "{trace}");
+    // The ceiling holds the flood at the knee with a short queue: latency stays below the switch's
+    // threshold, so the switch (which only sorts the classes) has no need to turn on.
+    assert!(s.counters.refused_in_flight > 0, "{trace}");
+    assert!(
+        s.trimmed_mean.unwrap() < s.limits.max_avg_latency,
+        "{trace}"
+    );
+    assert!(!s.switch.on, "{trace}");
     // The ceiling holds: after the first seconds of the flood, in-flight never exceeds it.
     for s in log.since(8.0) {
         assert!(s.in_flight <= s.limits.max_in_flight, "{}", show(s));
@@ -469,9 +476,8 @@ fn bounds_apply_to_every_learned_limit() {
     service.run(&mut streams, 5.0, log.keep());
     let s = gate.snapshot();
     let trace = log.show(5.0);
-    // Learned: knee 20, base 50 ms (× 1.5 = 75 ms), capacity 400, ceiling 23. Before the flood
-    // confirmed the capacity, the ceiling was twice the knee measured at the calm load (42): the
-    // bound held it at 25 throughout.
+    // Learned: knee 20, base 50 ms (× 1.5 = 75 ms), capacity 400, ceiling 23 (25 with the urgent
+    // headroom): the bound holds the in-flight level at 25 throughout.
     assert_eq!(s.learned.knee, Some(20), "{trace}");
     assert_eq!(s.limits.max_running, 12, "{trace}");
     assert_eq!(s.limits.max_avg_latency, ms(100), "{trace}");
@@ -481,10 +487,6 @@ fn bounds_apply_to_every_learned_limit() {
     assert!(near(s.limits.max_qps, rate, 0.01), "{trace}");
     assert_eq!(s.learned.ceiling, Some(23), "{trace}");
     assert_eq!(s.limits.shared_in_flight, 23, "{trace}");
-    assert!(
-        log.0.iter().any(|s| s.learned.ceiling > Some(25)),
-        "{trace}"
-    );
     for s in &log.0 {
         assert!(s.limits.max_in_flight <= 25, "{}", show(s));
         assert!(s.in_flight <= 25, "{}", show(s));
@@ -741,6 +743,9 @@ fn max_wait_is_the_request_timeout_less_the_expected_latency_and_a_quarter_of_it
     let s = gate.snapshot();
     assert_eq!(s.trimmed_mean, Some(ms(200)), "{}", show(&s));
     assert_eq!(s.limits.max_wait, timeout - ms(200), "{}", show(&s));
+    // The learned ceiling holds this flood without the switch (see above); forced on, the switch
+    // shortens the waits.
+    gate.set_switch(SwitchMode::ForceOn);
     streams[0].rate = 300.0;
     service.run(&mut streams, 10.0, log.keep());
     let mut short = 0;
