@@ -333,6 +333,9 @@ struct Monitor {
     urgent_need: f64,
     /// Whether the config holds the in-flight ceiling below the learned one.
     ceiling_bounded: bool,
+    /// The level urgent requests may enter up to while an excess above a lowered ceiling drains
+    /// (0 when nothing drains).
+    urgent_drain: u64,
 }
 
 /// The switch thresholds in force: the config's, or learned.
@@ -563,6 +566,7 @@ impl<C: Clock> GateBuilder<C> {
                 percentiles: Percentiles::new(now),
                 figures: Figures::default(),
                 pace: SwitchPace::default(),
+                urgent_drain: 0,
                 estimator: Estimator::new(),
                 learned: Learned::default(),
                 thresholds: Thresholds::unlearned(&settings.config),
@@ -1612,6 +1616,26 @@ impl<C: Clock> Inner<C> {
             .max_in_flight
             .clamp(working.saturating_add(headroom))
             .max(working);
+        // A learned ceiling that fell below the requests in flight (the capacity was confirmed, a
+        // probe began) leaves an excess of earlier admissions to drain. Refusing urgent requests
+        // meanwhile would put them behind non-urgent work already admitted: they may take the
+        // slots the excess frees, at a level that halves towards the ceiling each tick, so that
+        // even an urgent flood lands on the ceiling within a few ticks.
+        let in_flight = self.in_flight.current();
+        let ceiling = if g.max_in_flight.is_auto() && in_flight > ceiling {
+            let level = if m.urgent_drain > ceiling {
+                let held = m.urgent_drain.min(in_flight);
+                ceiling + (held - ceiling) / 2
+            } else {
+                in_flight
+            };
+            let level = g.max_in_flight.clamp(level).max(ceiling);
+            m.urgent_drain = level;
+            level
+        } else {
+            m.urgent_drain = 0;
+            ceiling
+        };
         hot.max_in_flight.store(ceiling, Ordering::Relaxed);
         m.ceiling_bounded = learned.ceiling.is_some_and(|c| working < c);
         let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;

@@ -611,6 +611,66 @@ fn urgent_requests_get_in_while_non_urgent_requests_flood_at_the_ceiling() {
 }
 
 #[test]
+fn urgent_requests_are_not_refused_while_the_excess_of_a_lowered_ceiling_drains() {
+    // A non-urgent flood first meets the ceiling of an unconfirmed capacity (twice the knee seen
+    // at the calm load); once the queue confirms the capacity the ceiling falls to the knee, below
+    // the requests already in flight. Urgent requests keep the slots that excess frees.
+    let (gate, clock, _) = gate_with(with_reports_non_urgent());
+    // 100 workers × 50 ms: 2000/s. At the calm load (1400/s) the knee seen is about 70, and the
+    // unconfirmed ceiling twice that.
+    let mut service = Service::new(&gate, &clock, 100, SERVICE);
+    let mut streams = vec![
+        Stream::new(Request::url("/pay"), 200.0),
+        Stream::new(Request::url("/report/monthly"), 1200.0),
+    ];
+    let mut log = Log::default();
+    service.run(&mut streams, 5.0, log.keep());
+    streams[1].rate = 12_000.0;
+    let mut waited = 0;
+    while !gate.snapshot().learned.confirmed {
+        service.run(&mut streams, 0.1, log.keep());
+        waited += 1;
+        assert!(waited < 20, "never confirmed: {}", log.show(5.0));
+    }
+    let at = gate.snapshot();
+    let excess = at.in_flight - at.learned.ceiling.unwrap();
+    assert!(excess >= 30, "no excess to drain: {}", show(&at));
+    let before = streams[0].tally;
+    service.run(&mut streams, 1.0, log.keep());
+    let urgent = streams[0].tally.since(&before);
+    let trace = log.show(5.0);
+    assert!(urgent.offered >= 150, "{urgent:?}");
+    assert_eq!(urgent.in_flight, 0, "{urgent:?}\n{trace}");
+    // The excess was drained meanwhile: the in-flight level is back under the learned ceiling
+    // and its urgent headroom.
+    let last = log.0.last().unwrap();
+    let most = last.learned.ceiling.unwrap() + (3.0 * 100f64.sqrt()) as u64 + 2;
+    assert!(last.limits.max_in_flight <= most, "{trace}");
+    assert!(last.in_flight <= last.limits.max_in_flight, "{trace}");
+}
+
+#[test]
+fn an_urgent_flood_lands_on_the_learned_ceiling_within_a_few_ticks() {
+    let (gate, clock, _) = gate_with(with_reports_non_urgent());
+    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
+    let mut streams = vec![Stream::new(Request::url("/pay"), 150.0)];
+    let mut log = Log::default();
+    service.run(&mut streams, 5.0, log.keep());
+    let flood = clock.now();
+    streams[0].rate = 4.0 * CAPACITY;
+    service.run(&mut streams, 2.0, log.keep());
+    let trace = log.show(5.0);
+    // Urgent demand alone fills the service: the headroom has shrunk to its two requests, and
+    // within a second of the flood the in-flight level is held there.
+    let settled = flood as f64 / 1e9 + 1.0;
+    for s in log.since(settled) {
+        let ceiling = s.learned.ceiling.unwrap();
+        assert!(s.in_flight <= ceiling + 2, "{}\n{trace}", show(s));
+    }
+    assert!(log.since(settled).count() >= 9, "{trace}");
+}
+
+#[test]
 fn non_urgent_requests_keep_their_floor_while_urgent_requests_flood() {
     for flood in [2.0, 3.0] {
         let (urgent, non_urgent, log) = mixed(flood * CAPACITY, 60.0);
