@@ -162,7 +162,8 @@ const SLOW_PROBE_GAP_NS: Nanos = 1_000_000_000;
 const PROBE_LONGEST_NS: Nanos = 2_000_000_000;
 /// The base latency is trusted for at least this many base latencies (a probe costs a few).
 pub const BASE_WINDOW_LATENCIES: f64 = 100.0;
-/// Completions the saturated completion rate is averaged over (at least).
+/// Completions the saturated completion rate is averaged over (at least, and over at least
+/// [`SATURATED_TICKS`] ticks).
 pub const SATURATED_SAMPLES: f64 = 1000.0;
 /// Saturated ticks before their mean replaces the windowed maximum as the capacity.
 pub const SATURATED_TICKS: u64 = 5;
@@ -464,8 +465,8 @@ impl Estimator {
             let (mean, n) = self.saturated.unwrap_or((rate, 0));
             // A plain mean of the first ticks, then a moving one over SATURATED_SAMPLES.
             let weight = (s.completed as f64 / SATURATED_SAMPLES)
-                .max(1.0 / (n + 1) as f64)
-                .min(1.0);
+                .min(1.0 / SATURATED_TICKS as f64)
+                .max(1.0 / (n + 1) as f64);
             self.saturated = Some((mean + weight * (rate - mean), n + 1));
             if n + 1 == SATURATED_TICKS {
                 // The first capacity measured saturated is the one to tell a faster service by
