@@ -125,6 +125,9 @@ impl<C: Clock> std::fmt::Debug for Gate<C> {
 struct HotLimits {
     max_in_flight: AtomicU64,
     max_memory_ratio: AtomicU64,
+    /// Room below the memory ceiling for declared costs, in bytes (the limit less what the latest
+    /// reading holds besides them); `u64::MAX` while unknown.
+    memory_bytes_hard: AtomicU64,
     /// Calls whose stripe sequence number has none of these bits set are timed.
     sample_mask: AtomicU64,
     urgent_interval: AtomicU64,
@@ -192,6 +195,7 @@ struct SwitchPace {
     /// Ticks in a row on which the conditions for turning it on held.
     hot_ticks: u32,
 }
+
 /// While the service is saturated, a request waits for a token at most this share of the expected
 /// handler latency: a standing queue only makes every request old (CoDel's insight).
 const STANDING_WAIT_SHARE: f64 = 0.25;
@@ -210,6 +214,7 @@ impl HotLimits {
         self.non_urgent_cap.store(ceiling, r);
         self.memory_soft_cap.store(u64::MAX, r);
         self.memory_hard_cap.store(u64::MAX, r);
+        self.memory_bytes_hard.store(u64::MAX, r);
         self.max_memory_ratio.store(g.max_memory_ratio.to_bits(), r);
         self.set_whole_rate(g.max_qps.clamp(UNLEARNED_MAX_QPS), g.burst);
         let non_urgent = BucketParams::with_burst(g.non_urgent_qps, g.burst);
@@ -430,6 +435,8 @@ impl MemoryFit {
 struct Inner<C: Clock> {
     clock: C,
     in_flight: CachePadded<InFlight>,
+    /// Declared memory costs of the requests in flight, in bytes.
+    declared: CachePadded<AtomicU64>,
     waiters: CachePadded<AtomicU64>,
     switch: CachePadded<SwitchCell>,
     hot: CachePadded<HotLimits>,
@@ -551,6 +558,7 @@ impl<C: Clock> GateBuilder<C> {
         let inner = Inner {
             clock: self.clock,
             in_flight: CachePadded::new(InFlight::new()),
+            declared: CachePadded::new(AtomicU64::new(0)),
             waiters: CachePadded::new(AtomicU64::new(0)),
             switch: CachePadded::new(SwitchCell::new(gate.switch)),
             hot: CachePadded::new(HotLimits::default()),
@@ -669,10 +677,10 @@ impl<C: Clock> Gate<C> {
         let now = inner.clock.now();
         inner.maybe_tick(now);
         let admission = match inner.classify_cached(request, now) {
-            Some(urgency) => inner.draw(status, urgency, now),
+            Some(urgency) => inner.draw(status, urgency, request.cost(), now),
             None => {
                 let urgency = inner.classify_by_lookup(request, now).await;
-                inner.draw(status, urgency, inner.clock.now())
+                inner.draw(status, urgency, request.cost(), inner.clock.now())
             }
         };
         match admission? {
@@ -721,10 +729,10 @@ impl<C: Clock> Gate<C> {
         let now = inner.clock.now();
         inner.maybe_tick(now);
         match inner.classify_cached(request, now) {
-            Some(urgency) => inner.draw(status, urgency, now),
+            Some(urgency) => inner.draw(status, urgency, request.cost(), now),
             None => {
                 let urgency = inner.classify_by_lookup_blocking(request, now);
-                inner.draw(status, urgency, inner.clock.now())
+                inner.draw(status, urgency, request.cost(), inner.clock.now())
             }
         }
     }
@@ -916,6 +924,8 @@ enum Outcome {
 #[must_use = "dropping the permit releases the request at once"]
 pub struct Permit<'g, C: Clock = MonotonicClock> {
     inner: &'g Inner<C>,
+    /// The request's declared memory cost, given back on release.
+    cost: u64,
     started: Nanos,
     waited: Nanos,
     outcome: Outcome,
@@ -953,7 +963,7 @@ impl<C: Clock> Drop for Permit<'_, C> {
         } else {
             self.outcome
         };
-        self.inner.release(self.started, outcome);
+        self.inner.release(self.started, outcome, self.cost);
     }
 }
 
@@ -972,6 +982,8 @@ pub enum Admission<'g, C: Clock = MonotonicClock> {
 #[must_use = "dropping the ticket abandons the wait"]
 pub struct Ticket<'g, C: Clock = MonotonicClock> {
     inner: &'g Inner<C>,
+    /// The request's declared memory cost.
+    cost: u64,
     reservation: Reservation,
     urgent_bucket: bool,
     urgency: Urgency,
@@ -1031,7 +1043,8 @@ impl<'g, C: Clock> Ticket<'g, C> {
         } else {
             Class::Floor
         };
-        self.inner.enter(None, self.reservation.wait, class)
+        self.inner
+            .enter(None, self.reservation.wait, class, self.cost)
     }
 
     fn refuse_unable_to_wait(mut self) -> Rejection {
@@ -1104,7 +1117,7 @@ impl<C: Clock> Inner<C> {
     /// Admits a request while the switch is off.
     #[inline]
     fn enter_unpaced(&self, request: &Request<'_>) -> Result<Permit<'_, C>, Rejection> {
-        self.enter(None, 0, Class::Unknown(request))
+        self.enter(None, 0, Class::Unknown(request), request.cost())
     }
 
     /// Takes an in-flight slot (refusing at the ceiling) and hands out the permit. `now` is the time
@@ -1118,10 +1131,19 @@ impl<C: Clock> Inner<C> {
         now: Option<Nanos>,
         waited: Nanos,
         class: Class<'_, '_>,
+        cost: u64,
     ) -> Result<Permit<'_, C>, Rejection> {
+        if cost > 0 {
+            self.charge(cost)?;
+        }
         let shared = self.hot.shared_cap.load(Ordering::Relaxed);
         if !self.in_flight.try_enter(shared) {
-            self.enter_near_ceiling(now, class)?;
+            if let Err(rejection) = self.enter_near_ceiling(now, class) {
+                if cost > 0 {
+                    self.declared.fetch_sub(cost, Ordering::Relaxed);
+                }
+                return Err(rejection);
+            }
         }
         let seq = self.stripes.admit();
         let started = if seq & self.hot.sample_mask.load(Ordering::Relaxed) == 0 {
@@ -1133,10 +1155,24 @@ impl<C: Clock> Inner<C> {
         };
         Ok(Permit {
             inner: self,
+            cost,
             started,
             waited,
             outcome: Outcome::Succeeded,
         })
+    }
+
+    /// Adds a declared memory cost to the bytes in flight, refusing it if they had already reached
+    /// the room below the memory ceiling: memory crosses it by at most this one request's cost.
+    #[cold]
+    fn charge(&self, cost: u64) -> Result<(), Rejection> {
+        let room = self.hot.memory_bytes_hard.load(Ordering::Relaxed);
+        let before = self.declared.fetch_add(cost, Ordering::Relaxed);
+        if before >= room {
+            self.declared.fetch_sub(cost, Ordering::Relaxed);
+            return Err(self.refuse(RejectReason::MemoryCeiling, None));
+        }
+        Ok(())
     }
 
     /// Above the shared level: urgent requests may use the rest of the in-flight ceiling (up to the
@@ -1230,8 +1266,11 @@ impl<C: Clock> Inner<C> {
     }
 
     #[inline]
-    fn release(&self, started: Nanos, outcome: Outcome) {
+    fn release(&self, started: Nanos, outcome: Outcome, cost: u64) {
         self.in_flight.leave();
+        if cost > 0 {
+            self.declared.fetch_sub(cost, Ordering::Relaxed);
+        }
         self.stripes.bump(match outcome {
             Outcome::Succeeded => Event::Succeeded,
             Outcome::Failed => Event::Failed,
@@ -1304,6 +1343,7 @@ impl<C: Clock> Inner<C> {
         &self,
         status: SwitchStatus,
         urgency: Urgency,
+        cost: u64,
         now: Nanos,
     ) -> Result<Admission<'_, C>, Rejection> {
         self.count_class(urgency);
@@ -1324,13 +1364,14 @@ impl<C: Clock> Inner<C> {
                     } else {
                         Class::Floor
                     };
-                    return self.enter(Some(now), 0, class).map(Admission::Now);
+                    return self.enter(Some(now), 0, class, cost).map(Admission::Now);
                 }
                 Ok(r) => {
                     let waiting = self.waiters.fetch_add(1, Ordering::AcqRel);
                     if waiting < self.hot.max_waiters.load(Ordering::Relaxed) {
                         return Ok(Admission::Wait(Ticket {
                             inner: self,
+                            cost,
                             reservation: r,
                             urgent_bucket: use_urgent,
                             urgency,
@@ -1372,7 +1413,7 @@ impl<C: Clock> Inner<C> {
                 && self.urgent.reserve(now, 0, &self.hot.spare(true)).is_ok()
             {
                 return self
-                    .enter(Some(now), 0, Class::Known(urgency))
+                    .enter(Some(now), 0, Class::Known(urgency), cost)
                     .map(Admission::Now);
             }
             return Err(self.refuse(reason, Some(retry_after)));
@@ -1513,15 +1554,33 @@ impl<C: Clock> Inner<C> {
         let Some(ratio) = self.memory.ratio() else {
             hot.memory_soft_cap.store(u64::MAX, Ordering::Relaxed);
             hot.memory_hard_cap.store(u64::MAX, Ordering::Relaxed);
+            hot.memory_bytes_hard.store(u64::MAX, Ordering::Relaxed);
             return;
         };
+        let g = &settings.config.gate;
         if m.memory.last_bits != Some(ratio.to_bits()) {
             m.memory.last_bits = Some(ratio.to_bits());
             m.memory.at_reading = in_flight;
             m.memory.add(in_flight as f64, ratio);
+            // The declared costs in flight are part of the reading; the rest of it (the process
+            // itself, requests that declared nothing) is taken to stay until the next one.
+            let room = match self.memory.limit_bytes() {
+                Some(limit) => {
+                    let limit = limit as f64;
+                    let declared = self.declared.load(Ordering::Relaxed) as f64;
+                    let other = (ratio * limit - declared).max(0.0);
+                    let room = (g.max_memory_ratio * limit - other).max(0.0);
+                    if room.is_finite() {
+                        room as u64
+                    } else {
+                        u64::MAX
+                    }
+                }
+                None => u64::MAX,
+            };
+            hot.memory_bytes_hard.store(room, Ordering::Relaxed);
         }
         let in_flight = m.memory.at_reading;
-        let g = &settings.config.gate;
         // One standard deviation of what the fit does not explain is kept free: requests differ
         // in size, and the next reading may come after a run of large ones.
         let spread = m.memory.spread();

@@ -73,10 +73,13 @@
 //! why). It learns the completion rate the service sustains and the latency of a request that
 //! does not queue; their product is the in-flight level at which latency starts to climb (the
 //! *knee*). Then:
-//! * **The in-flight ceiling sits 15 % above the knee**, so a flood is stopped on the request that
-//!   crosses it (no waiting for a latency signal) while the service keeps a short queue and never
-//!   idles. Until the figures are settled (a few latencies after start, and steady rounds or a
-//!   probe) the configured or the seed's numbers stand.
+//! * **The in-flight ceiling sits just above the knee** (half its square root, once a flood has
+//!   shown the service saturated; twice the knee while the capacity is only a lower bound), so a
+//!   flood is stopped on the request that crosses it (no waiting for a latency signal) while the
+//!   service keeps a short queue and never idles. Until the figures are settled (a few latencies
+//!   after start, and steady rounds or a probe) the configured or the seed's numbers stand. Held
+//!   there, latency stays below the switch's threshold: the switch turns on only if latency still
+//!   climbs.
 //! * **Priority without waste.** Requests below the ceiling enter unclassified. Non-urgent ones stop
 //!   at it; urgent ones may go a few requests higher (three standard deviations of their own
 //!   count), so any urgent request beats every non-urgent one to a freed slot, and non-urgent work
@@ -85,6 +88,9 @@
 //! * **Memory is graded.** Readings are turned into in-flight levels (memory per request is fitted
 //!   over the readings); between `memory_soft_ratio` and `max_memory_ratio` the share of non-urgent
 //!   requests admitted shrinks from all to none; urgent ones are refused only at the hard level.
+//!   A request that declares the memory it will hold ([`Request::with_cost`]) is refused once the
+//!   declared bytes in flight reach the room below `max_memory_ratio`: memory then crosses it by
+//!   at most one request's cost, however uneven the requests.
 //! * **Waiting serves the living.** A request waits for a token only if its wait plus the expected
 //!   latency fits in `request_timeout`, and while the service is saturated at most a quarter of the
 //!   expected latency (`waiting = "adaptive"`, CoDel's idea). Measured in the simulator against

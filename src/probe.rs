@@ -542,6 +542,8 @@ fn decode(bits: u64) -> Option<f64> {
 /// [`refresh_from`](Self::refresh_from), normally called by a [`ProbeThread`].
 pub struct MemoryGauge {
     bits: AtomicU64,
+    /// The limit of the latest reading from a probe, in bytes (0: unknown).
+    limit_bytes: AtomicU64,
     /// Whether the last [`refresh_from`](Self::refresh_from) failed, so that a failing probe warns once
     /// when it starts failing rather than on every refresh.
     failing: AtomicBool,
@@ -567,6 +569,7 @@ impl MemoryGauge {
     pub fn new() -> Self {
         Self {
             bits: AtomicU64::new(UNKNOWN),
+            limit_bytes: AtomicU64::new(0),
             failing: AtomicBool::new(false),
         }
     }
@@ -577,8 +580,17 @@ impl MemoryGauge {
         decode(self.bits.load(Ordering::Relaxed))
     }
 
-    /// Publishes `ratio`. NaN and negative values are stored as unknown; -0.0 is stored as 0.0.
+    /// The memory limit of the latest reading from a probe, in bytes; `None` when the ratio is
+    /// unknown or was [`set`](Self::set) without one.
+    pub fn limit_bytes(&self) -> Option<u64> {
+        let limit = self.limit_bytes.load(Ordering::Relaxed);
+        (limit > 0 && self.ratio().is_some()).then_some(limit)
+    }
+
+    /// Publishes `ratio` (the limit in bytes becomes unknown). NaN and negative values are stored
+    /// as unknown; -0.0 is stored as 0.0.
     pub fn set(&self, ratio: Option<f64>) {
+        self.limit_bytes.store(0, Ordering::Relaxed);
         self.bits.store(encode(ratio), Ordering::Relaxed);
     }
 
@@ -597,6 +609,8 @@ impl MemoryGauge {
         match outcome {
             Ok(reading) => {
                 let bits = encode(Some(reading.ratio()));
+                self.limit_bytes
+                    .store(reading.limit_bytes, Ordering::Relaxed);
                 self.bits.store(bits, Ordering::Relaxed);
                 if self.failing.swap(false, Ordering::Relaxed) {
                     tracing::info!(
@@ -608,6 +622,7 @@ impl MemoryGauge {
                 decode(bits)
             }
             Err(error) => {
+                self.limit_bytes.store(0, Ordering::Relaxed);
                 self.bits.store(UNKNOWN, Ordering::Relaxed);
                 if !self.failing.swap(true, Ordering::Relaxed) {
                     tracing::warn!(

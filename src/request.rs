@@ -44,6 +44,7 @@ pub enum Target<'a> {
 pub struct Request<'a> {
     target: Target<'a>,
     urgency: Option<Urgency>,
+    cost: u64,
 }
 
 impl<'a> Request<'a> {
@@ -52,6 +53,7 @@ impl<'a> Request<'a> {
         Request {
             target: Target::Url(path),
             urgency: None,
+            cost: 0,
         }
     }
 
@@ -60,6 +62,7 @@ impl<'a> Request<'a> {
         Request {
             target: Target::Method { interface, method },
             urgency: None,
+            cost: 0,
         }
     }
 
@@ -67,6 +70,32 @@ impl<'a> Request<'a> {
     pub const fn with_urgency(mut self, urgency: Urgency) -> Self {
         self.urgency = Some(urgency);
         self
+    }
+
+    /// Declares the memory the request will hold while in flight, in bytes (its body's length,
+    /// say), 0 for unknown (the default).
+    ///
+    /// The gate keeps the sum of the declared costs in flight and, once the memory probe has
+    /// reported a limit, refuses a request with a cost while that sum has reached the room left
+    /// below `max_memory_ratio` (the memory not declared is taken from the latest reading). So
+    /// memory crosses its ceiling by at most one request's cost, however uneven the costs, where
+    /// counting requests alone can be wrong by many large ones between two readings.
+    ///
+    /// ```
+    /// use sluicegate::request::Request;
+    ///
+    /// let upload = Request::url("/upload").with_cost(8 << 20);
+    /// assert_eq!(upload.cost(), 8 << 20);
+    /// assert_eq!(Request::url("/pay").cost(), 0);
+    /// ```
+    pub const fn with_cost(mut self, bytes: u64) -> Self {
+        self.cost = bytes;
+        self
+    }
+
+    /// The declared memory cost in bytes (0: not declared).
+    pub const fn cost(&self) -> u64 {
+        self.cost
     }
 
     /// What the request names.

@@ -923,6 +923,15 @@ fn every_builtin_scenario_runs_at_full_length() {
             // Memory runs out before the workers do: the graded memory response holds in-flight
             // below the switch's thresholds, so the switch need not turn on.
             assert!(g.peak_memory_ratio < u.peak_memory_ratio / 100.0, "{name}");
+            // The simulated requests declare their payloads: memory crosses the ceiling by at most
+            // one payload, the heaviest (20 × 4 MiB of a 2 GiB limit), with either config.
+            let b = &s.backend;
+            let heaviest = b.memory_per_request as f64 * b.heavy_factor / b.memory_limit as f64;
+            let ceiling = Config::default().gate.max_memory_ratio + heaviest;
+            for gate in ["sluicegate", "sluicegate-auto"] {
+                let peak = by_name(&report, gate).peak_memory_ratio;
+                assert!(peak <= ceiling, "{gate}: peak {peak} above {ceiling}");
+            }
         } else {
             assert!(g.switch_flips >= 1, "{name}");
         }

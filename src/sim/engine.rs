@@ -561,6 +561,7 @@ impl<'a> Engine<'a> {
         self.timeouts
             .push_back((self.now.saturating_add(self.timeout), self.seq, id));
         let view = self.view();
+        strategy.payload(id, payload);
         let offer = strategy.offer(id, urgent, self.now, &view);
         self.apply(id, offer);
     }

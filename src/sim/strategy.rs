@@ -101,6 +101,13 @@ impl BackendView {
 
 /// A protection strategy under test. Every call comes with the current virtual time `now`.
 pub trait Strategy {
+    /// Told just before [`offer`](Self::offer) of attempt `id`: the memory it will hold in the
+    /// backend, in bytes (its payload), as a server may know a request's size from its body. A
+    /// strategy that declares costs to a gate uses it; the default ignores it.
+    fn payload(&mut self, id: AttemptId, bytes: u64) {
+        let _ = (id, bytes);
+    }
+
     /// Decides about a new attempt.
     fn offer(&mut self, id: AttemptId, urgent: bool, now: Nanos, backend: &BackendView) -> Offer;
 
@@ -296,6 +303,8 @@ pub struct Sluicegate<'g> {
     probe_interval: Nanos,
     permits: IdMap<Permit<'g, ManualClock>>,
     tickets: IdMap<Ticket<'g, ManualClock>>,
+    /// The payload of the attempt about to be offered, declared to the gate as its cost.
+    payload: Option<(AttemptId, u64)>,
 }
 
 impl std::fmt::Debug for Sluicegate<'_> {
@@ -322,6 +331,7 @@ impl<'g> Sluicegate<'g> {
             probe_interval,
             permits: IdMap::default(),
             tickets: IdMap::default(),
+            payload: None,
         }
     }
 
@@ -354,10 +364,18 @@ fn refusal(retry_after: Option<Duration>) -> Offer {
 }
 
 impl Strategy for Sluicegate<'_> {
+    fn payload(&mut self, id: AttemptId, bytes: u64) {
+        self.payload = Some((id, bytes));
+    }
+
     fn offer(&mut self, id: AttemptId, urgent: bool, now: Nanos, _: &BackendView) -> Offer {
         self.at(now);
-        let request = if urgent { &URGENT } else { &NON_URGENT };
-        match self.gate.begin(request) {
+        let request = if urgent { URGENT } else { NON_URGENT };
+        let cost = match self.payload.take() {
+            Some((of, bytes)) if of == id => bytes,
+            _ => 0,
+        };
+        match self.gate.begin(&request.with_cost(cost)) {
             Ok(admission) => self.admission(id, admission),
             Err(rejection) => refusal(rejection.retry_after),
         }

@@ -1,0 +1,150 @@
+//! Declared memory costs (`Request::with_cost`) through the public API, on a manual clock with a
+//! memory probe the test sets (a limit of 1000 bytes, `max_memory_ratio` 0.95).
+//!
+//! The rule pinned down here: the gate keeps the sum of the declared costs in flight and refuses a
+//! request with a cost once that sum has reached the room below the memory ceiling (the ceiling
+//! less what the latest reading holds besides the declared costs), so memory crosses the ceiling
+//! by at most one request's cost.
+
+mod common;
+
+use common::{gate_with, ms};
+use proptest::prelude::*;
+use sluicegate::{Config, Gate, Permit, RejectReason, Request, Urgency};
+
+use sluicegate::clock::ManualClock;
+
+fn urgent(cost: u64) -> Request<'static> {
+    Request::url("/upload")
+        .with_urgency(Urgency::Urgent)
+        .with_cost(cost)
+}
+
+/// Admits requests of `cost` until one is refused; returns the permits.
+fn fill(gate: &Gate<ManualClock>, cost: u64) -> Vec<Permit<'_, ManualClock>> {
+    let mut held = Vec::new();
+    loop {
+        match gate.try_acquire(&urgent(cost)) {
+            Ok(p) => held.push(p),
+            Err(r) => {
+                assert_eq!(r.reason, RejectReason::MemoryCeiling);
+                return held;
+            }
+        }
+        assert!(held.len() < 10_000, "never refused");
+    }
+}
+
+#[test]
+fn declared_costs_are_refused_once_they_reach_the_room_below_the_memory_ceiling() {
+    let (gate, _clock, memory) = gate_with(Config::default());
+    memory.set_used(500);
+    gate.refresh_memory();
+    // Room: 950 - 500 = 450 bytes. Admitted while the declared sum is below it: 0, 100, ..., 400.
+    let mut held = fill(&gate, 100);
+    assert_eq!(held.len(), 5);
+    assert_eq!(
+        gate.try_acquire(&urgent(1)).unwrap_err().reason,
+        RejectReason::MemoryCeiling
+    );
+    // A release gives its cost back: one more fits.
+    held.pop();
+    let again = gate
+        .try_acquire(&urgent(100))
+        .expect("room again after a release");
+    assert_eq!(gate.snapshot().counters.refused_memory, 2);
+    drop(again);
+}
+
+#[test]
+fn requests_without_a_cost_are_not_held_by_the_declared_sum() {
+    let (gate, _clock, memory) = gate_with(Config::default());
+    memory.set_used(500);
+    gate.refresh_memory();
+    let _held = fill(&gate, 100);
+    let plain = Request::url("/pay").with_urgency(Urgency::Urgent);
+    assert!(gate.try_acquire(&plain).is_ok());
+}
+
+#[test]
+fn without_a_memory_reading_declared_costs_are_not_limited() {
+    let (gate, _clock, _memory) = gate_with(Config::default());
+    let held: Vec<_> = (0..100)
+        .map(|_| {
+            gate.try_acquire(&urgent(1_000_000))
+                .expect("memory unknown")
+        })
+        .collect();
+    assert_eq!(held.len(), 100);
+}
+
+#[test]
+fn memory_not_declared_is_taken_from_the_latest_reading() {
+    let (gate, clock, memory) = gate_with(Config::default());
+    memory.set_used(500);
+    gate.refresh_memory();
+    assert_eq!(fill(&gate, 100).len(), 5);
+    // The process itself grows to 700: room 250, so 0, 100 and 200 before each.
+    clock.advance(ms(100));
+    memory.set_used(700);
+    gate.refresh_memory();
+    assert_eq!(fill(&gate, 100).len(), 3);
+    // And shrinks to 300: room 650.
+    clock.advance(ms(100));
+    memory.set_used(300);
+    gate.refresh_memory();
+    assert_eq!(fill(&gate, 100).len(), 7);
+}
+
+#[test]
+fn a_cost_refused_at_the_in_flight_ceiling_is_not_counted() {
+    let mut config = Config::default();
+    config.gate.max_in_flight = 2.into();
+    let (gate, _clock, memory) = gate_with(config);
+    memory.set_used(500);
+    gate.refresh_memory();
+    let a = gate.try_acquire(&urgent(100)).unwrap();
+    let b = gate.try_acquire(&urgent(100)).unwrap();
+    for _ in 0..50 {
+        let r = gate.try_acquire(&urgent(100)).unwrap_err();
+        assert_eq!(r.reason, RejectReason::InFlightCeiling);
+    }
+    drop((a, b));
+    // Had the refused ones kept their cost, nothing would fit now.
+    let held: Vec<_> = (0..2)
+        .map(|_| {
+            gate.try_acquire(&urgent(200))
+                .expect("the room is whole again")
+        })
+        .collect();
+    assert_eq!(held.len(), 2);
+}
+
+proptest! {
+    #[test]
+    fn memory_crosses_its_ceiling_by_at_most_one_cost_however_uneven_the_costs(
+        used in 0u64..900,
+        costs in prop::collection::vec(1u64..400, 1..60),
+    ) {
+        let (gate, _clock, memory) = gate_with(Config::default());
+        memory.set_used(used);
+        gate.refresh_memory();
+        let room = 950u64.saturating_sub(used);
+        let mut held = Vec::new();
+        let mut declared = 0u64;
+        for cost in costs {
+            match gate.try_acquire(&urgent(cost)) {
+                Ok(p) => {
+                    // Admitted only while the sum before it was below the room.
+                    prop_assert!(declared < room, "admitted at {declared} of {room}");
+                    declared += cost;
+                    held.push(p);
+                }
+                Err(r) => {
+                    prop_assert_eq!(r.reason, RejectReason::MemoryCeiling);
+                    prop_assert!(declared >= room, "refused at {} of {}", declared, room);
+                }
+            }
+        }
+    }
+}
