@@ -63,8 +63,14 @@
 //!   [`LATENCY_SAMPLES`] latencies, so that a slow service (few completions per tick) is not judged
 //!   on a handful of requests.
 //!
+//! * **A probe that does not reach below the knee.** Its ceiling is a share of a knee that may be
+//!   too high; if the service completed as much under it as before ([`SHALLOW_PROBE_RATE`]), it
+//!   stayed saturated and what it measured still holds a queue: a higher base from it is not
+//!   taken, and a chain of probes that find lower bases halves its depth each time.
+//!
 //! Known limit: a gate started cold into a flood that fills the unlearned ceiling (1000) at once
-//! measures the queue as its base until its first probe, [`BASE_WINDOW`] later.
+//! measures the queue as its base until its first probe, ten of the lowest latencies seen later,
+//! and that probe waits two of the current (queue-inflated) latencies for the queue to drain.
 //!
 //! ```
 //! use sluicegate::capacity::{Estimator, TickSample};
@@ -137,6 +143,11 @@ pub const SLOWER: f64 = 1.25;
 pub const FASTER_LATENCY: f64 = 0.9;
 /// A capacity this much above the one at the last probe means the service got faster.
 pub const FASTER_RATE: f64 = 1.25;
+/// A probe under which the service still completed this share of its capacity did not reach
+/// below the knee: another, deeper one follows.
+pub const SHALLOW_PROBE_RATE: f64 = 0.97;
+/// The deepest a chain of probes goes, as a share of the knee.
+pub const MIN_PROBE_DEPTH: f64 = 0.05;
 /// A probe that finds a base below this share of the previous one is followed by another.
 pub const REPROBE: f64 = 0.9;
 /// Before the base latency is settled, a round this much slower than the first means a queue is
@@ -274,8 +285,11 @@ pub struct Estimator {
     first_latency: Option<f64>,
     /// Whether a probe has measured the base latency.
     probe_measured: bool,
-    /// Whether the last probe found a clearly lower base, so another one should follow.
+    /// Whether the last probe found a clearly lower base (or held no base), so another one should
+    /// follow.
     reprobe: bool,
+    /// The depth of the next probe if it follows at once.
+    next_depth: f64,
     /// The capacity when the base latency was last re-measured by a probe.
     rate_at_base: Option<f64>,
     /// The completion rate of the latest tick.
@@ -315,6 +329,11 @@ struct Probe {
     base_before: Option<f64>,
     /// The smoothed completion rate when the probe began.
     rate_before: Option<f64>,
+    /// The share of the knee the probe's ceiling is at.
+    depth: f64,
+    /// Completions and time since `clean_from`: the rate the service kept under the probe.
+    completed: u64,
+    measured: Nanos,
 }
 
 impl Default for Estimator {
@@ -347,6 +366,7 @@ impl Estimator {
             first_latency: None,
             probe_measured: false,
             reprobe: false,
+            next_depth: PROBE_DEPTH,
             rate_at_base: None,
             tick_rate: None,
             lowest_latency: None,
@@ -579,6 +599,12 @@ impl Estimator {
     }
 
     fn update_probe(&mut self, s: &TickSample) {
+        if let Some(p) = self.probe.as_mut() {
+            if s.now >= p.clean_from {
+                p.completed += s.completed;
+                p.measured = p.measured.saturating_add(s.elapsed);
+            }
+        }
         if let Some(p) = self.probe {
             // A probe ends once its time is up and a clean round has been measured (a slow service
             // may need longer for one), and in any case at its hard end.
@@ -589,13 +615,34 @@ impl Estimator {
                 self.steady_from = s
                     .now
                     .saturating_add((2.0 * self.latency.unwrap_or(0.0)) as Nanos);
-                // A probe's ceiling is three quarters of a knee that may itself be too high (a
-                // service that got faster, a gate started into a flood): while each probe finds a
-                // clearly lower base, probe again at once.
+                // A probe's ceiling is a share of a knee that may itself be too high (a service
+                // that got faster, a gate started into a flood): while each probe finds a clearly
+                // lower base, probe again at once, deeper.
                 let mut now_base = self.base.map(|(b, _)| b);
+                // A probe whose ceiling was still above the knee (a knee set too high, by a base
+                // measured with a queue in it) kept the service saturated: its completion rate
+                // did not fall. A higher base it measured is that queue, not the service: the
+                // base stays. (A lower one is nearer the truth whatever it holds; the next probe
+                // then goes twice as deep.)
+                let saturated_through = p.measured > 0
+                    && p.rate_before.is_some_and(|c| {
+                        let rate = p.completed as f64 / (p.measured as f64 / 1e9);
+                        rate >= SHALLOW_PROBE_RATE * c
+                    });
+                // Only a higher base is suspect: a lower one, queue or not, is nearer the truth.
+                let shallow = saturated_through
+                    && matches!((p.base_before, now_base), (Some(before), Some(after)) if after > before);
+                if shallow {
+                    if let Some(before) = p.base_before {
+                        self.base = Some((before, s.now));
+                        now_base = Some(before);
+                        std::mem::swap(&mut self.clean, &mut self.before_probe);
+                    }
+                }
                 // The same service as before: the probe's few rounds join the older ones, so
                 // that the base rests on many rounds, not on a probe's handful.
-                let same = matches!((p.base_before, now_base), (Some(before), Some(after))
+                let same = !shallow
+                    && matches!((p.base_before, now_base), (Some(before), Some(after))
                     if after >= REPROBE * before && after <= SLOWER * before);
                 if same && !self.clean.is_empty() {
                     for r in self.clean.drain(..) {
@@ -611,17 +658,27 @@ impl Estimator {
                     }
                 }
                 self.before_probe.clear();
-                if !same {
+                if !same && !shallow {
                     // A different service: its saturated rate is measured afresh.
                     self.saturated = None;
                 }
                 self.reprobe = matches!((p.base_before, now_base), (Some(before), Some(after)) if after < REPROBE * before);
+                // Each probe that follows goes deeper than the one before it: by half when the
+                // service stayed saturated (the knee may be many times too high), else as deep
+                // again as the first.
+                self.next_depth = if saturated_through {
+                    (p.depth * 0.5).max(MIN_PROBE_DEPTH)
+                } else if self.reprobe {
+                    (p.depth * PROBE_DEPTH).max(MIN_PROBE_DEPTH)
+                } else {
+                    PROBE_DEPTH
+                };
                 // The service slowed down: the rates remembered from before are a faster
                 // service's, and with the new base they would put the knee too high.
                 if let (Some(before), Some(after), Some(rate)) =
                     (p.base_before, now_base, p.rate_before)
                 {
-                    if after > SLOWER * before {
+                    if !shallow && after > SLOWER * before {
                         self.rate_best = Some((rate, s.now));
                         self.rate_next = None;
                         self.rate_floor = 0.0;
@@ -651,7 +708,15 @@ impl Estimator {
         // A gate started into a flood never sees a clean round: measure the base latency by
         // probing instead.
         let unsettled = !self.settled() && self.past_startup();
-        let early = (slowed || unsettled) && age > SLOW_PROBE_GAP_NS.max((10.0 * latency) as Nanos);
+        // (Ten latencies, but for a gate that never settled the least inflated one: a flood that
+        // filled the unlearned ceiling makes the latency of now mostly queue.)
+        let gap_latency = if unsettled {
+            self.lowest_latency.unwrap_or(latency).min(latency)
+        } else {
+            latency
+        };
+        let early =
+            (slowed || unsettled) && age > SLOW_PROBE_GAP_NS.max((10.0 * gap_latency) as Nanos);
         // Started into an overload the ceiling does not yet stop: latency climbs round after
         // round while a queue builds. Its base is not what the rounds say; measure it.
         // (And in-flight grows with it: a service merely warming up has slower rounds after the
@@ -685,6 +750,7 @@ impl Estimator {
                 .map_or(0, |r| (ROUND_SAMPLES as f64 / r * 1e9) as Nanos);
             let measure = ((2.0 * base) as Nanos).max(s.elapsed).max(round);
             self.probes += 1;
+            let depth = if again { self.next_depth } else { PROBE_DEPTH };
             // The old rounds are what is being re-measured; kept aside, to be pooled with the
             // probe's if it finds the same service.
             std::mem::swap(&mut self.clean, &mut self.before_probe);
@@ -708,13 +774,11 @@ impl Estimator {
                     } else {
                         knee as f64
                     };
-                    let depth = if again {
-                        PROBE_DEPTH * PROBE_DEPTH
-                    } else {
-                        PROBE_DEPTH
-                    };
                     ((from * depth) as u64).max(1)
                 },
+                depth,
+                completed: 0,
+                measured: 0,
                 base_before: Some(base),
                 // The smoothed rate lags a slowdown; the last tick's does not.
                 rate_before: match (self.rate, self.tick_rate) {
