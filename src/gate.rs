@@ -864,6 +864,7 @@ impl<C: Clock> Gate<C> {
             at: Duration::from_nanos(now),
             in_flight,
             waiters: inner.waiters.load(Ordering::Acquire),
+            declared_bytes: inner.declared.load(Ordering::Relaxed),
             trimmed_mean: figures.trimmed_mean.map(Duration::from_nanos),
             latency_samples: figures.samples,
             p50,
@@ -889,6 +890,7 @@ impl<C: Clock> Gate<C> {
                 max_wait: Duration::from_nanos(inner.hot.max_wait.load(Ordering::Relaxed)),
                 memory_soft_in_flight: inner.hot.memory_soft_cap.load(Ordering::Relaxed),
                 memory_hard_in_flight: inner.hot.memory_hard_cap.load(Ordering::Relaxed),
+                memory_declared_room: inner.hot.memory_bytes_hard.load(Ordering::Relaxed),
             },
         }
     }

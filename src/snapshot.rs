@@ -17,6 +17,8 @@ pub struct Snapshot {
     pub in_flight: u64,
     /// Requests waiting for a token.
     pub waiters: u64,
+    /// Declared memory costs ([`crate::Request::with_cost`]) of the requests in flight, bytes.
+    pub declared_bytes: u64,
     /// Trimmed mean of the handler latency of the last `window` timed calls; `None` until
     /// `min_samples` exist. Token waits are not part of it (see `mean_wait`).
     pub trimmed_mean: Option<Duration>,
@@ -73,4 +75,8 @@ pub struct Limits {
     /// In-flight level at which memory is projected to reach `max_memory_ratio`; `u64::MAX` while
     /// memory is unknown.
     pub memory_hard_in_flight: u64,
+    /// Declared bytes in flight at which requests with a cost are refused: `max_memory_ratio` of
+    /// the limit less the memory the latest reading holds besides declared costs; `u64::MAX`
+    /// while the limit is unknown.
+    pub memory_declared_room: u64,
 }

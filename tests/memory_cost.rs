@@ -41,8 +41,10 @@ fn declared_costs_are_refused_once_they_reach_the_room_below_the_memory_ceiling(
     memory.set_used(500);
     gate.refresh_memory();
     // Room: 950 - 500 = 450 bytes. Admitted while the declared sum is below it: 0, 100, ..., 400.
+    assert_eq!(gate.snapshot().limits.memory_declared_room, 450);
     let mut held = fill(&gate, 100);
     assert_eq!(held.len(), 5);
+    assert_eq!(gate.snapshot().declared_bytes, 500);
     assert_eq!(
         gate.try_acquire(&urgent(1)).unwrap_err().reason,
         RejectReason::MemoryCeiling
@@ -76,6 +78,11 @@ fn without_a_memory_reading_declared_costs_are_not_limited() {
         })
         .collect();
     assert_eq!(held.len(), 100);
+    let s = gate.snapshot();
+    assert_eq!(s.limits.memory_declared_room, u64::MAX);
+    assert_eq!(s.declared_bytes, 100_000_000);
+    drop(held);
+    assert_eq!(gate.snapshot().declared_bytes, 0);
 }
 
 #[test]
