@@ -66,7 +66,7 @@
 //! * **A probe that does not reach below the knee.** Its ceiling is a share of a knee that may be
 //!   too high; if the service completed as much under it as before ([`SHALLOW_PROBE_RATE`]), it
 //!   stayed saturated and what it measured still holds a queue: a higher base from it is not
-//!   taken, and a chain of probes that find lower bases halves its depth each time.
+//!   taken, and the next probe of a chain that finds lower bases goes twice as deep.
 //!
 //! Known limit: a gate started cold into a flood that fills the unlearned ceiling (1000) at once
 //! measures the queue as its base until its first probe, ten of the lowest latencies seen later,
@@ -285,8 +285,7 @@ pub struct Estimator {
     first_latency: Option<f64>,
     /// Whether a probe has measured the base latency.
     probe_measured: bool,
-    /// Whether the last probe found a clearly lower base (or held no base), so another one should
-    /// follow.
+    /// Whether the last probe found a clearly lower base, so another one should follow.
     reprobe: bool,
     /// The depth of the next probe if it follows at once.
     next_depth: f64,

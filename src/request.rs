@@ -27,6 +27,11 @@ pub enum Target<'a> {
     },
 }
 
+/// The largest declared cost ([`Request::with_cost`]), 2⁴⁰ bytes (1 TiB): beyond any one request's
+/// memory, and small enough that the costs of sixteen million requests in flight add up without
+/// overflow.
+pub const MAX_COST: u64 = 1 << 40;
+
 /// A request as the gate sees it: what it names and, optionally, how urgent its caller says it is.
 ///
 /// Borrowing the names keeps building a request free of allocation.
@@ -73,7 +78,7 @@ impl<'a> Request<'a> {
     }
 
     /// Declares the memory the request will hold while in flight, in bytes (its body's length,
-    /// say), 0 for unknown (the default).
+    /// say), 0 for unknown (the default). Costs above [`MAX_COST`] count as `MAX_COST`.
     ///
     /// The gate keeps the sum of the declared costs in flight and, once the memory probe has
     /// reported a limit, refuses a request with a cost while that sum has reached the room left
@@ -87,9 +92,11 @@ impl<'a> Request<'a> {
     /// let upload = Request::url("/upload").with_cost(8 << 20);
     /// assert_eq!(upload.cost(), 8 << 20);
     /// assert_eq!(Request::url("/pay").cost(), 0);
+    /// assert_eq!(Request::url("/huge").with_cost(u64::MAX).cost(), sluicegate::request::MAX_COST);
     /// ```
     pub const fn with_cost(mut self, bytes: u64) -> Self {
-        self.cost = bytes;
+        // Beyond any memory there is: the sum of many such costs still fits in 64 bits.
+        self.cost = if bytes > MAX_COST { MAX_COST } else { bytes };
         self
     }
 
