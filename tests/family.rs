@@ -592,11 +592,8 @@ fn a_small_family_run_is_deterministic_and_matches_run_with_seed() {
     }
 }
 
-/// The issue's bars on the whole family. Fails until the auto gate is good enough: run it with
-/// `cargo test --release --test family -- --ignored --nocapture`.
-#[test]
-#[ignore = "the whole family (about a minute in release); fails until sluicegate-auto meets the bars"]
-fn sluicegate_auto_meets_the_bars_on_the_backend_family() {
+/// Runs `sluicegate-auto` and the peers on the whole family and checks every bar.
+fn whole_family_bars() -> Vec<BarCheck> {
     let base = Config::default();
     let tick = base.sampler.tick;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -616,6 +613,15 @@ fn sluicegate_auto_meets_the_bars_on_the_backend_family() {
     // Every bar of every backend was checked.
     let per_backend = 2 + 2 + LOADS.len() + 2 + (LOADS.len() + 2) + 3 + (LOADS.len() + 2);
     assert_eq!(bars.len(), per_backend * specs.len(), "bars missing");
+    bars
+}
+
+/// The issue's bars on the whole family. Fails until the auto gate is good enough: run it with
+/// `cargo test --release --test family -- --ignored --nocapture`.
+#[test]
+#[ignore = "the whole family (about a minute in release); fails until sluicegate-auto meets the bars"]
+fn sluicegate_auto_meets_the_bars_on_the_backend_family() {
+    let bars = whole_family_bars();
     for bar in &bars {
         println!("{bar}");
     }
@@ -630,5 +636,68 @@ fn sluicegate_auto_meets_the_bars_on_the_backend_family() {
         failed.len(),
         bars.len(),
         failed.join("\n")
+    );
+}
+
+/// The bars `sluicegate-auto` missed at the last review (issue 5, session 3: 221 of 248 met), by
+/// the start of the bar (without the name of the best peer) and the scenario. The closing note of
+/// that session says by how much each is missed and what would close it.
+const KNOWN_MISSES: &[(&str, &str)] = &[
+    ("urgent success >= 0.999", "200rps-50ms priority-flood"),
+    ("p99 ms <= SLO", "200rps-50ms step 0.5x"),
+    ("p99 ms <= SLO", "200rps-50ms step 0.9x"),
+    ("p99 ms <= SLO", "200rps-50ms step 10x"),
+    ("convergence ms <= 300", "200rps-50ms step 5x"),
+    ("goodput >= every peer's", "200rps-50ms step 5x"),
+    ("convergence ms <= 300", "200rps-500ms step 5x"),
+    ("urgent success >= every peer's", "200rps-500ms step 1.5x"),
+    ("goodput >= every peer's", "200rps-500ms step 2x"),
+    ("goodput >= every peer's", "200rps-500ms step 5x"),
+    ("goodput >= every peer's", "200rps-500ms step 10x"),
+    ("convergence ms <= 300", "1000rps-100ms step 5x"),
+    ("goodput >= every peer's", "1000rps-100ms step 2x"),
+    ("goodput >= every peer's", "1000rps-100ms step 5x"),
+    ("convergence ms <= 300", "3200rps-20ms step 5x"),
+    ("goodput >= every peer's", "3200rps-20ms step 5x"),
+    ("p99 ms <= SLO", "10000rps-1ms step 10x"),
+    ("convergence ms <= 300", "10000rps-1ms step 5x"),
+    ("goodput >= every peer's", "10000rps-1ms step 5x"),
+    ("goodput >= every peer's", "10000rps-1ms step 10x"),
+    ("convergence ms <= 300", "10000rps-5ms step 5x"),
+    ("convergence ms <= 300", "50000rps-1ms step 5x"),
+    ("goodput >= every peer's", "50000rps-1ms step 5x"),
+    ("goodput >= every peer's", "50000rps-1ms step 10x"),
+    ("convergence ms <= 300", "50000rps-20ms step 5x"),
+    ("goodput >= every peer's", "50000rps-20ms step 2x"),
+    ("goodput >= every peer's", "50000rps-20ms step 5x"),
+];
+
+/// A regression guard while the bars are not all met: every bar met at the last review is still
+/// met (a bar that comes to be met is welcome; the list above should then shrink). Run by
+/// `scripts/test`: `cargo test --release --test family -- --ignored sluicegate_auto_keeps`.
+#[test]
+#[ignore = "the whole family (about half a minute in release); run by scripts/test"]
+fn sluicegate_auto_keeps_every_bar_it_met_at_the_last_review() {
+    let bars = whole_family_bars();
+    let known = |b: &BarCheck| {
+        KNOWN_MISSES
+            .iter()
+            .any(|(bar, scenario)| b.bar.starts_with(bar) && b.scenario == *scenario)
+    };
+    let regressed: Vec<String> = bars
+        .iter()
+        .filter(|b| !b.pass && !known(b))
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        regressed.is_empty(),
+        "bars met at the last review and missed now:\n{}",
+        regressed.join("\n")
+    );
+    let met = bars.iter().filter(|b| b.pass).count();
+    assert!(
+        met >= bars.len() - KNOWN_MISSES.len(),
+        "{met} of {}",
+        bars.len()
     );
 }
