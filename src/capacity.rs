@@ -29,6 +29,14 @@
 //! a knee set high is a standing queue. Saturation stays confirmed while the ceiling refuses and
 //! latency shows at least half the queue the ceiling allows; latency below that is room.
 //!
+//! A queue is read two ways: from the latencies measured, and from Little's law, the requests in
+//! flight over the completion rate. The first lags a queue by a whole latency (the requests that
+//! show it have to complete), which on a 500 ms service is five ticks of a flood admitted; the
+//! second shows it at once, but only on two ticks in a row while the ceiling refuses (on the first
+//! tick after a step the requests just admitted have not had time to complete). A queue seen
+//! without refusals counts only when the requests in flight show it too: a few slow requests at a
+//! low rate are noise, not saturation.
+//!
 //! The traps, and what avoids them:
 //! * **The start.** The first completions are the quickest requests of those sent at the start;
 //!   their latency is not the service's. Nothing is used until [`STARTUP_LATENCIES`] latencies
