@@ -247,6 +247,27 @@ impl Log {
 }
 
 /// The learned ceiling over a knee confirmed saturated, from the snapshot's figures.
+/// The service at the calm load for 5 s, then flooded for `flood_secs`; the snapshots of the
+/// flood (and of the calm too with `log_calm`) go to `log`. Returns the service, still flooded.
+fn calm_then_flood<'g>(
+    gate: &'g Gate<ManualClock>,
+    clock: &ManualClock,
+    flood_secs: f64,
+    log: &mut Log,
+    log_calm: bool,
+) -> (Service<'g>, Vec<Stream>) {
+    let mut service = Service::new(gate, clock, WORKERS, SERVICE);
+    let mut streams = one_stream(CALM);
+    if log_calm {
+        service.run(&mut streams, 5.0, log.keep());
+    } else {
+        service.run(&mut streams, 5.0, |_| {});
+    }
+    streams[0].rate = FLOOD;
+    service.run(&mut streams, flood_secs, log.keep());
+    (service, streams)
+}
+
 fn ceiling_for(s: &Snapshot) -> u64 {
     let l = s.learned;
     confirmed_ceiling(l.capacity.unwrap() * l.base_latency.unwrap().as_secs_f64())
@@ -257,12 +278,8 @@ fn ceiling_for(s: &Snapshot) -> u64 {
 #[test]
 fn a_flood_is_learned_and_the_limits_follow_the_learned_figures() {
     let (gate, clock, _) = gate_with(Config::default());
-    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
-    let mut streams = one_stream(CALM);
     let mut log = Log::default();
-    service.run(&mut streams, 5.0, log.keep());
-    streams[0].rate = FLOOD;
-    service.run(&mut streams, 5.0, log.keep());
+    calm_then_flood(&gate, &clock, 5.0, &mut log, true);
     let trace = log.show(5.0);
     let s = gate.snapshot();
     let l = s.learned;
@@ -304,11 +321,7 @@ fn a_flood_is_learned_and_the_limits_follow_the_learned_figures() {
 #[test]
 fn learned_max_qps_is_headroom_above_the_learned_capacity() {
     let (gate, clock, _) = gate_with(Config::default());
-    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
-    let mut streams = one_stream(CALM);
-    service.run(&mut streams, 5.0, |_| {});
-    streams[0].rate = FLOOD;
-    service.run(&mut streams, 5.0, |_| {});
+    learned(&gate, &clock);
     let s = gate.snapshot();
     let capacity = s.learned.capacity.unwrap();
     assert!(
@@ -327,12 +340,8 @@ fn while_the_switch_is_on_the_whole_gate_admits_headroom_above_the_learned_capac
         max: None,
     };
     let (gate, clock, _) = gate_with(config);
-    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
-    let mut streams = one_stream(CALM);
-    service.run(&mut streams, 5.0, |_| {});
-    streams[0].rate = FLOOD;
     let mut log = Log::default();
-    service.run(&mut streams, 4.0, log.keep());
+    let (mut service, mut streams) = calm_then_flood(&gate, &clock, 4.0, &mut log, false);
     let before = streams[0].tally;
     service.run(&mut streams, 4.0, log.keep());
     let trace = log.show(9.0);
@@ -389,12 +398,8 @@ fn a_max_bound_caps_the_learned_in_flight_ceiling() {
         max: Some(10),
     };
     let (gate, clock, _) = gate_with(config);
-    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
-    let mut streams = one_stream(CALM);
     let mut log = Log::default();
-    service.run(&mut streams, 5.0, log.keep());
-    streams[0].rate = FLOOD;
-    service.run(&mut streams, 3.0, log.keep());
+    let (service, streams) = calm_then_flood(&gate, &clock, 3.0, &mut log, true);
     let trace = log.show(0.0);
     for s in &log.0 {
         assert_eq!(s.limits.max_in_flight, 10, "{}", show(s));
@@ -425,12 +430,8 @@ fn a_ceiling_bounded_below_the_knee_does_not_inflate_the_learned_capacity() {
         let mut config = Config::default();
         config.gate.max_in_flight = ceiling;
         let (gate, clock, _) = gate_with(config);
-        let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
-        let mut streams = one_stream(CALM);
-        service.run(&mut streams, 5.0, |_| {});
-        streams[0].rate = FLOOD;
         let mut log = Log::default();
-        service.run(&mut streams, 5.0, log.keep());
+        calm_then_flood(&gate, &clock, 5.0, &mut log, false);
         let s = gate.snapshot();
         let trace = log.show(5.0);
         assert!(
@@ -468,12 +469,8 @@ fn bounds_apply_to_every_learned_limit() {
         max: Some(25),
     };
     let (gate, clock, _) = gate_with(config);
-    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
-    let mut streams = one_stream(CALM);
-    service.run(&mut streams, 5.0, |_| {});
-    streams[0].rate = FLOOD;
     let mut log = Log::default();
-    service.run(&mut streams, 5.0, log.keep());
+    calm_then_flood(&gate, &clock, 5.0, &mut log, false);
     let s = gate.snapshot();
     let trace = log.show(5.0);
     // Learned: knee 20, base 50 ms (× 1.5 = 75 ms), capacity 400, ceiling 23 (25 with the urgent
@@ -499,13 +496,9 @@ fn a_fixed_number_wins_over_what_is_learned() {
     config.gate.max_in_flight = 30.into();
     config.gate.max_running = 7.into();
     let (gate, clock, _) = gate_with(config);
-    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
-    let mut streams = one_stream(CALM);
     let mut log = Log::default();
-    service.run(&mut streams, 5.0, log.keep());
-    streams[0].rate = FLOOD;
     // Long enough for a probe: a fixed ceiling is not lowered by it either.
-    service.run(&mut streams, 15.0, log.keep());
+    let (service, _) = calm_then_flood(&gate, &clock, 15.0, &mut log, true);
     let trace = log.show(5.0);
     for s in &log.0 {
         assert_eq!(s.limits.max_in_flight, 30, "{}", show(s));
@@ -538,12 +531,8 @@ fn a_config_of_fixed_numbers_keeps_its_limits_while_showing_what_it_learned() {
     config.gate.max_in_flight = 40.into();
     let timeout = config.gate.request_timeout;
     let (gate, clock, _) = gate_with(config);
-    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
-    let mut streams = one_stream(CALM);
     let mut log = Log::default();
-    service.run(&mut streams, 5.0, log.keep());
-    streams[0].rate = FLOOD;
-    service.run(&mut streams, 10.0, log.keep());
+    let (service, _) = calm_then_flood(&gate, &clock, 10.0, &mut log, true);
     for s in &log.0 {
         let m = &s.limits;
         assert_eq!(
@@ -838,12 +827,7 @@ fn max_wait_is_the_request_timeout_less_the_expected_latency_and_a_quarter_of_it
 
 /// A gate that has learned the service at a flood; returns the service (still flooded).
 fn learned<'g>(gate: &'g Gate<ManualClock>, clock: &ManualClock) -> (Service<'g>, Vec<Stream>) {
-    let mut service = Service::new(gate, clock, WORKERS, SERVICE);
-    let mut streams = one_stream(CALM);
-    service.run(&mut streams, 5.0, |_| {});
-    streams[0].rate = FLOOD;
-    service.run(&mut streams, 5.0, |_| {});
-    (service, streams)
+    calm_then_flood(gate, clock, 5.0, &mut Log::default(), false)
 }
 
 #[test]
