@@ -672,12 +672,7 @@ fn subject<'r>(report: &'r Report, name: &str) -> Result<&'r StrategyReport, Fam
         .ok_or_else(|| FamilyError::MissingStrategy {
             strategy: name.to_owned(),
             scenario: report.scenario.clone(),
-            known: report
-                .strategies
-                .iter()
-                .map(|s| s.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
+            known: report.strategy_names(),
         })
 }
 

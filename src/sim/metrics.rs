@@ -96,4 +96,13 @@ impl Report {
     pub fn strategy(&self, name: &str) -> Option<&StrategyReport> {
         self.strategies.iter().find(|s| s.name == name)
     }
+
+    /// The names of the strategies that ran, in order, joined by `, ` (for error messages).
+    pub fn strategy_names(&self) -> String {
+        self.strategies
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }

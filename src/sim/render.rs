@@ -681,12 +681,7 @@ pub fn chart_svg(report: &Report, strategy: &str) -> Result<String, RenderError>
         .find(|s| s.name == strategy)
         .ok_or_else(|| RenderError::UnknownStrategy {
             name: strategy.to_owned(),
-            known: report
-                .strategies
-                .iter()
-                .map(|s| s.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
+            known: report.strategy_names(),
         })?;
     offered_svg(report, s)
 }
