@@ -89,6 +89,17 @@ impl BucketParams {
         }
     }
 
+    /// Parameters kept part by part (see the gate's `BucketCell`), without recomputing the
+    /// capacity: a 64-bit division costs more than the rest of a draw.
+    #[inline]
+    pub(crate) fn from_stored(interval: Nanos, tolerance: Nanos, capacity: u64) -> Self {
+        BucketParams {
+            interval: interval.max(1),
+            tolerance,
+            capacity: capacity.max(1),
+        }
+    }
+
     /// How far ahead of now the bucket's schedule may run with a request still admitted at once:
     /// `(capacity − 1) × interval` nanoseconds.
     pub fn tolerance(&self) -> Nanos {

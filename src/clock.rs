@@ -119,7 +119,9 @@ impl Clock for MonotonicClock {
 #[derive(Debug, Clone)]
 pub struct QuantaClock {
     clock: quanta::Clock,
-    origin: quanta::Instant,
+    /// The origin as a raw counter reading: scaling only the difference keeps `now` to one
+    /// multiply and shift.
+    origin: u64,
     origin_std: std::time::Instant,
 }
 
@@ -129,7 +131,7 @@ impl QuantaClock {
     pub fn new() -> Self {
         let clock = quanta::Clock::new();
         QuantaClock {
-            origin: clock.now(),
+            origin: clock.raw(),
             origin_std: std::time::Instant::now(),
             clock,
         }
@@ -149,7 +151,7 @@ impl Clock for QuantaClock {
 
     #[inline]
     fn now(&self) -> Nanos {
-        duration_to_nanos(self.clock.now().saturating_duration_since(self.origin))
+        self.clock.delta_as_nanos(self.origin, self.clock.raw())
     }
 
     fn sleep_until(&self, deadline: Nanos) -> Self::Sleep {

@@ -130,10 +130,10 @@ struct HotLimits {
     memory_bytes_hard: AtomicU64,
     /// Calls whose stripe sequence number has none of these bits set are timed.
     sample_mask: AtomicU64,
-    urgent_interval: AtomicU64,
-    urgent_tolerance: AtomicU64,
-    non_urgent_interval: AtomicU64,
-    non_urgent_tolerance: AtomicU64,
+    /// The whole gate's bucket (urgent requests, and every request before the split).
+    urgent_bucket: BucketCell,
+    /// The non-urgent bucket (`non_urgent_qps`).
+    non_urgent_bucket: BucketCell,
     request_timeout: AtomicU64,
     /// Longest a request may wait for a token now: `request_timeout` less the expected handler
     /// latency, and short while the service is saturated (see [`Inner::evaluate`]).
@@ -204,6 +204,36 @@ const NEEDS_SETTINGS: u8 = 0;
 const IMPLICIT_URGENT: u8 = 1;
 const IMPLICIT_NON_URGENT: u8 = 2;
 
+/// A bucket's parameters in atomics, so that a reload or a learned rate changes them without a lock.
+/// The three parts are read apart: a reader racing a change may mix old and new parts, which only
+/// lets one request draw at either rate.
+#[derive(Debug, Default)]
+struct BucketCell {
+    interval: AtomicU64,
+    tolerance: AtomicU64,
+    capacity: AtomicU64,
+}
+
+impl BucketCell {
+    fn store(&self, params: &BucketParams) {
+        self.interval.store(params.interval(), Ordering::Release);
+        self.tolerance.store(params.tolerance(), Ordering::Release);
+        self.capacity.store(params.capacity(), Ordering::Release);
+    }
+
+    /// The parameters as stored: unlike [`BucketParams::from_parts`], without a division on the
+    /// request path.
+    #[inline]
+    fn load(&self) -> BucketParams {
+        let a = Ordering::Acquire;
+        BucketParams::from_stored(
+            self.interval.load(a),
+            self.tolerance.load(a),
+            self.capacity.load(a),
+        )
+    }
+}
+
 impl HotLimits {
     fn store(&self, settings: &Settings, has_lookup: bool) {
         let g = &settings.config.gate;
@@ -218,8 +248,7 @@ impl HotLimits {
         self.max_memory_ratio.store(g.max_memory_ratio.to_bits(), r);
         self.set_whole_rate(g.max_qps.clamp(UNLEARNED_MAX_QPS), g.burst);
         let non_urgent = BucketParams::with_burst(g.non_urgent_qps, g.burst);
-        self.non_urgent_interval.store(non_urgent.interval(), r);
-        self.non_urgent_tolerance.store(non_urgent.tolerance(), r);
+        self.non_urgent_bucket.store(&non_urgent);
         let timeout = duration_to_nanos(g.request_timeout);
         self.request_timeout.store(timeout, r);
         self.max_wait.store(timeout, r);
@@ -257,23 +286,16 @@ impl HotLimits {
 
     /// The rate of the whole gate (the urgent bucket), requests per second.
     fn set_whole_rate(&self, rate: f64, burst: Duration) {
-        let urgent = BucketParams::with_burst(rate, burst);
-        self.urgent_interval
-            .store(urgent.interval(), Ordering::Release);
-        self.urgent_tolerance
-            .store(urgent.tolerance(), Ordering::Release);
+        self.urgent_bucket
+            .store(&BucketParams::with_burst(rate, burst));
     }
 
     #[inline]
     fn bucket(&self, urgent: bool) -> BucketParams {
-        let a = Ordering::Acquire;
         if urgent {
-            BucketParams::from_parts(self.urgent_interval.load(a), self.urgent_tolerance.load(a))
+            self.urgent_bucket.load()
         } else {
-            BucketParams::from_parts(
-                self.non_urgent_interval.load(a),
-                self.non_urgent_tolerance.load(a),
-            )
+            self.non_urgent_bucket.load()
         }
     }
 
@@ -283,7 +305,7 @@ impl HotLimits {
     #[inline]
     fn spare(&self, urgent: bool) -> BucketParams {
         let p = self.bucket(urgent);
-        BucketParams::from_parts(p.interval(), p.tolerance() / 2)
+        BucketParams::from_stored(p.interval(), p.tolerance() / 2, p.capacity().div_ceil(2))
     }
 
     /// The urgency every request without an explicit one gets, if nothing configured can say
