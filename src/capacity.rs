@@ -293,10 +293,9 @@ pub struct Estimator {
     first_latency: Option<f64>,
     /// Whether a probe has measured the base latency.
     probe_measured: bool,
-    /// Whether the last probe found a clearly lower base, so another one should follow.
-    reprobe: bool,
-    /// The depth of the next probe if it follows at once.
-    next_depth: f64,
+    /// The depth of a probe that should follow at once, because the last one found a clearly lower
+    /// base. A probe begun for any other reason starts at [`PROBE_DEPTH`].
+    follow_up: Option<f64>,
     /// The capacity when the base latency was last re-measured by a probe.
     rate_at_base: Option<f64>,
     /// The completion rate of the latest tick.
@@ -372,8 +371,7 @@ impl Estimator {
             first_latency_at: None,
             first_latency: None,
             probe_measured: false,
-            reprobe: false,
-            next_depth: PROBE_DEPTH,
+            follow_up: None,
             rate_at_base: None,
             tick_rate: None,
             lowest_latency: None,
@@ -669,17 +667,14 @@ impl Estimator {
                     // A different service: its saturated rate is measured afresh.
                     self.saturated = None;
                 }
-                self.reprobe = matches!((p.base_before, now_base), (Some(before), Some(after)) if after < REPROBE * before);
-                // Each probe that follows goes deeper than the one before it: by half when the
-                // service stayed saturated (the knee may be many times too high), else as deep
+                // A clearly lower base: another probe follows, deeper than this one: by half when
+                // the service stayed saturated (the knee may be many times too high), else as deep
                 // again as the first.
-                self.next_depth = if saturated_through {
-                    (p.depth * 0.5).max(MIN_PROBE_DEPTH)
-                } else if self.reprobe {
-                    (p.depth * PROBE_DEPTH).max(MIN_PROBE_DEPTH)
-                } else {
-                    PROBE_DEPTH
-                };
+                let lower = matches!((p.base_before, now_base), (Some(before), Some(after)) if after < REPROBE * before);
+                self.follow_up = lower.then(|| {
+                    let factor = if saturated_through { 0.5 } else { PROBE_DEPTH };
+                    (p.depth * factor).max(MIN_PROBE_DEPTH)
+                });
                 // The service slowed down: the rates remembered from before are a faster
                 // service's, and with the new base they would put the knee too high.
                 if let (Some(before), Some(after), Some(rate)) =
@@ -731,7 +726,7 @@ impl Estimator {
         let climbing = unsettled
             && !self.clean.is_empty()
             && s.in_flight as f64 > CLIMBING * self.in_flight_at_first_round.max(1) as f64;
-        let again = std::mem::take(&mut self.reprobe);
+        let follow_up = self.follow_up.take();
         // The service got faster while saturated: it completes clearly more than when its base
         // was measured, and requests take clearly less than that base even with the queue the
         // ceiling allows. (More completions alone only mean the load rose to the capacity.)
@@ -743,7 +738,7 @@ impl Estimator {
                 .zip(self.capacity())
                 .is_some_and(|(then, now)| now > FASTER_RATE * then)
             && age > SLOW_PROBE_GAP_NS.max((10.0 * latency) as Nanos);
-        let again = again || faster;
+        let again = follow_up.is_some() || faster;
         // A slow service re-measures less often: a probe lasts a few base latencies.
         let window = BASE_WINDOW_NS.max((BASE_WINDOW_LATENCIES * base) as Nanos);
         if climbing || again || (s.ceiling_refused && (age > window || early)) {
@@ -757,7 +752,7 @@ impl Estimator {
                 .map_or(0, |r| (ROUND_SAMPLES as f64 / r * 1e9) as Nanos);
             let measure = ((2.0 * base) as Nanos).max(s.elapsed).max(round);
             self.probes += 1;
-            let depth = if again { self.next_depth } else { PROBE_DEPTH };
+            let depth = follow_up.unwrap_or(PROBE_DEPTH);
             // The old rounds are what is being re-measured; kept aside, to be pooled with the
             // probe's if it finds the same service.
             std::mem::swap(&mut self.clean, &mut self.before_probe);
