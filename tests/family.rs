@@ -206,6 +206,7 @@ fn timeline(slice: impl Fn(usize, &mut TimelineSample)) -> Vec<TimelineSample> {
                 waiting: 0,
                 mean_latency_ms: Some(60.0),
                 p99_ms: Some(200.0),
+                late: 0,
                 switch_on: false,
                 memory_ratio: 0.3,
             };
@@ -402,66 +403,90 @@ fn p99_flips_and_reaction_bars() {
 }
 
 #[test]
-fn convergence_from_the_per_slice_timeline() {
+fn a_convergence_window_holds_a_thousand_answers_at_capacity_and_at_most_half_the_step() {
+    assert_eq!(family::convergence_window_slices(200.0, 50), 25);
+    assert_eq!(family::convergence_window_slices(200.0, 200), 50);
+    assert_eq!(family::convergence_window_slices(1000.0, 50), 10);
+    assert_eq!(family::convergence_window_slices(3200.0, 50), 4);
+    assert_eq!(family::convergence_window_slices(10_000.0, 50), 1);
+    assert_eq!(family::convergence_window_slices(50_000.0, 50), 1);
+    assert_eq!(family::convergence_window_slices(200.0, 1), 1);
+    assert_eq!(family::convergence_window_slices(0.0, 50), 25);
+}
+
+#[test]
+fn convergence_pools_the_slices_of_each_window() {
+    // The small backend's step is slices 30 to 79; a window is 25 slices (2.5 s): 500 answers,
+    // of which 450 make 0.9·C and at most 5 may be late.
     let b = small();
     let window = b.step_window_ms();
     assert_eq!(window, 3000..8000);
     let with = |slice: &dyn Fn(usize, &mut TimelineSample)| {
         let mut s = strategy(AUTO, 1.0, 1.0);
         s.timeline = timeline(slice);
-        family::convergence_ms(&s, 200.0, 250.0, window.clone())
+        family::convergence_ms(&s, 200.0, window.clone())
     };
     // Good from the first slice of the step.
     assert_eq!(with(&|_, _| {}), Some(0.0));
-    // The first three slices of the step (30, 31, 32) answer too little: converged 300 ms in.
-    let slow_start = |i: usize, t: &mut TimelineSample| {
+    // A dip a window absorbs: the first three slices answer 13 instead of 20 (479 answers, 450
+    // needed).
+    let dip = |i: usize, t: &mut TimelineSample| {
         if (30..33).contains(&i) {
-            t.answered_non_urgent = 13; // 17 < 18
+            t.answered_non_urgent = 9;
         }
     };
-    assert_eq!(with(&slow_start), Some(300.0));
-    // 18 answers exactly is enough; a p99 of exactly the SLO too.
-    assert_eq!(
-        with(&|i, t| if i == 30 {
-            t.answered_non_urgent = 14;
-            t.p99_ms = Some(250.0);
-        }),
-        Some(0.0)
-    );
-    // A slow slice later on (slice 45, p99 over the SLO) moves convergence after it.
-    assert_eq!(
-        with(&|i, t| if i == 45 {
-            t.p99_ms = Some(251.0);
-        }),
-        Some(1600.0)
-    );
-    // A slice without answers (no p99) is not converged.
-    assert_eq!(
-        with(&|i, t| if i == 31 {
+    assert_eq!(with(&dip), Some(0.0));
+    // The first five slices answer nothing: the windows from slices 30, 31 and 32 answer 400,
+    // 420 and 440; from slice 33 on, 460 or more. Converged 300 ms in.
+    let silent_start = |i: usize, t: &mut TimelineSample| {
+        if (30..35).contains(&i) {
             t.answered_urgent = 0;
             t.answered_non_urgent = 0;
             t.p99_ms = None;
+        }
+    };
+    assert_eq!(with(&silent_start), Some(300.0));
+    // Late answers: 5 in a window keep its p99 within the SLO, 6 do not, so every window holding
+    // slice 45 fails and convergence comes after it.
+    assert_eq!(
+        with(&|i, t| if i == 45 {
+            t.late = 5
         }),
-        Some(200.0)
+        Some(0.0)
     );
-    // The last slice of the step (79) is bad: never converged. Slices outside the step do not count.
+    assert_eq!(
+        with(&|i, t| if i == 45 {
+            t.late = 6
+        }),
+        Some(1600.0)
+    );
+    // Late answers in different slices of one window add up: 3 in slice 40 and 3 in slice 50.
+    assert_eq!(
+        with(&|i, t| if i == 40 || i == 50 {
+            t.late = 3
+        }),
+        Some(1100.0)
+    );
+    // The last window (slices 55 to 79) fails: never converged. Slices outside the step do not
+    // count.
     assert_eq!(
         with(&|i, t| if i == 79 {
-            t.p99_ms = Some(900.0)
+            t.late = 6
         }),
         None
     );
     assert_eq!(
         with(&|i, t| if i == 29 || i == 80 {
-            t.p99_ms = Some(900.0)
+            t.late = 20
         }),
         Some(0.0)
     );
-    // The bar at 5x reads the same figure.
+    // The bar at 5x reads the same figure: seven silent slices, converged 500 ms in.
     let late = backend(|t, s| {
         if t == Traffic::Step(5.0) {
             s.timeline = timeline(|i, t| {
-                if (30..34).contains(&i) {
+                if (30..37).contains(&i) {
+                    t.answered_urgent = 0;
                     t.answered_non_urgent = 0;
                 }
             });
@@ -469,7 +494,42 @@ fn convergence_from_the_per_slice_timeline() {
     });
     let step = family::step_bars(&late, AUTO, TICK).unwrap_or_default();
     assert_eq!(step[1].bar, "convergence ms <= 300");
-    assert_eq!((step[1].figure, step[1].pass), (400.0, false));
+    assert_eq!((step[1].figure, step[1].pass), (500.0, false));
+}
+
+#[test]
+fn convergence_on_a_large_backend_reads_single_slices() {
+    // At 10,000 rps a slice holds the thousand answers of a window: 900 make 0.9·C, and at most
+    // 10 of 1000 may be late.
+    let mut s = strategy(AUTO, 1.0, 1.0);
+    let big = |at: usize, late: u32, answered: u32| {
+        timeline(move |i, t| {
+            t.answered_urgent = 200;
+            t.answered_non_urgent = 800;
+            if i == at {
+                t.late = late;
+                t.answered_non_urgent = answered - 200;
+            }
+        })
+    };
+    let step = 3000..8000;
+    s.timeline = big(40, 10, 1000);
+    assert_eq!(
+        family::convergence_ms(&s, 10_000.0, step.clone()),
+        Some(0.0)
+    );
+    s.timeline = big(40, 11, 1000);
+    assert_eq!(
+        family::convergence_ms(&s, 10_000.0, step.clone()),
+        Some(1100.0)
+    );
+    s.timeline = big(40, 0, 899);
+    assert_eq!(
+        family::convergence_ms(&s, 10_000.0, step.clone()),
+        Some(1100.0)
+    );
+    s.timeline = big(40, 0, 900);
+    assert_eq!(family::convergence_ms(&s, 10_000.0, step), Some(0.0));
 }
 
 #[test]
@@ -639,7 +699,7 @@ fn sluicegate_auto_meets_the_bars_on_the_backend_family() {
     );
 }
 
-/// The bars `sluicegate-auto` missed at the last review (issue 5, session 3: 221 of 248 met), by
+/// The bars `sluicegate-auto` missed at the last review (issue 5, session 4: 223 of 248 met), by
 /// the start of the bar (without the name of the best peer) and the scenario. The closing note of
 /// that session says by how much each is missed and what would close it.
 const KNOWN_MISSES: &[(&str, &str)] = &[
@@ -647,9 +707,7 @@ const KNOWN_MISSES: &[(&str, &str)] = &[
     ("p99 ms <= SLO", "200rps-50ms step 0.5x"),
     ("p99 ms <= SLO", "200rps-50ms step 0.9x"),
     ("p99 ms <= SLO", "200rps-50ms step 10x"),
-    ("convergence ms <= 300", "200rps-50ms step 5x"),
     ("goodput >= every peer's", "200rps-50ms step 5x"),
-    ("convergence ms <= 300", "200rps-500ms step 5x"),
     ("urgent success >= every peer's", "200rps-500ms step 1.5x"),
     ("goodput >= every peer's", "200rps-500ms step 2x"),
     ("goodput >= every peer's", "200rps-500ms step 5x"),

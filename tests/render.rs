@@ -34,6 +34,7 @@ fn timeline(n: u64, answered_share: f64, with_switch: bool) -> Vec<TimelineSampl
                 } else {
                     Some(if overload { 412.0 } else { 95.5 })
                 },
+                late: if overload { 7 } else { 0 },
                 switch_on: with_switch && overload && i > n / 3 + 1,
                 memory_ratio: if overload { 0.8 } else { 0.3 },
             }
@@ -184,17 +185,17 @@ fn csv_has_one_row_per_strategy_and_slice() {
     assert_eq!(
         lines[0],
         "strategy,t_ms,load,offered_urgent,offered_non_urgent,answered_urgent,answered_non_urgent,\
-         refused,timed_out,in_flight,waiting,mean_latency_ms,p99_ms,switch_on,memory_ratio"
+         refused,timed_out,in_flight,waiting,mean_latency_ms,p99_ms,switch_on,memory_ratio,late"
     );
     assert_eq!(lines.len(), 1 + 3 * 30);
     assert!(text.ends_with('\n'));
     for line in &lines {
-        assert_eq!(line.split(',').count(), 15, "{line}");
+        assert_eq!(line.split(',').count(), 16, "{line}");
     }
     // Slice 3 has no latency: empty mean and p99 cells. Slice 0 has both.
     assert_eq!(
         lines[1],
-        "unprotected,0,0.5,5,45,2,19,0,0,4,0,40.25,95.5,0,0.3"
+        "unprotected,0,0.5,5,45,2,19,0,0,4,0,40.25,95.5,0,0.3,0"
     );
     let slice3: Vec<&str> = lines[4].split(',').collect();
     assert_eq!(slice3[1], "300");
@@ -203,7 +204,7 @@ fn csv_has_one_row_per_strategy_and_slice() {
     // The switch is written as 0/1.
     assert!(lines
         .iter()
-        .any(|l| l.starts_with("sluicegate,") && l.contains(",1,0.8")));
+        .any(|l| l.starts_with("sluicegate,") && l.ends_with(",1,0.8,7")));
     assert!(lines[1..].iter().all(|l| {
         let cells: Vec<&str> = l.split(',').collect();
         cells[13] == "0" || cells[13] == "1"

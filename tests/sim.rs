@@ -91,6 +91,48 @@ fn an_unprotected_backend_at_five_times_capacity_collapses() {
 }
 
 #[test]
+fn late_answers_agree_with_each_slices_exact_p99() {
+    // Load rising through capacity: slices whose p99 is within the SLO and slices beyond it.
+    let s = scenario(
+        r#"
+        name = "late"
+        [backend]
+        workers = 4
+        service_time = "10ms"
+        distribution = "exponential"
+        [clients]
+        slo = "40ms"
+        [[phase]]
+        duration = "3s"
+        load = 0.5
+        [[phase]]
+        duration = "3s"
+        load = 1.2
+        "#,
+    );
+    let r = unprotected(&s);
+    let (mut within, mut beyond) = (0, 0);
+    for t in &r.timeline {
+        let answered = t.answered_urgent + t.answered_non_urgent;
+        assert!(t.late <= answered, "{t:?}");
+        let on_time_needed = (u64::from(answered) * 99).div_ceil(100);
+        let count_says_within = u64::from(answered - t.late) >= on_time_needed;
+        match t.p99_ms {
+            Some(p99) => {
+                assert_eq!(p99 <= 40.0, count_says_within, "{t:?}");
+                if count_says_within {
+                    within += 1;
+                } else {
+                    beyond += 1;
+                }
+            }
+            None => assert_eq!(t.late, 0, "{t:?}"),
+        }
+    }
+    assert!(within > 0 && beyond > 0, "{within} within, {beyond} beyond");
+}
+
+#[test]
 fn congestion_is_what_makes_the_backend_lose_throughput() {
     let text = |gamma: f64| {
         format!(

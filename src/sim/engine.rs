@@ -224,6 +224,7 @@ struct SliceAcc {
     timed_out: u32,
     latency_sum: f64,
     latency_n: u32,
+    late: u32,
 }
 
 /// What the loop handles next.
@@ -259,6 +260,8 @@ pub(crate) struct Engine<'a> {
     run_end: Nanos,
     phases_end: Nanos,
     timeout: Nanos,
+    /// The clients' SLO: answers slower than this are counted late.
+    slo: Nanos,
     mean_service: f64,
     onset: Option<Nanos>,
     overload_end: Option<Nanos>,
@@ -343,6 +346,7 @@ impl<'a> Engine<'a> {
             run_end,
             phases_end,
             timeout,
+            slo: duration_to_nanos(scenario.clients.slo),
             mean_service: scenario.backend.service_time.as_secs_f64() * 1e9,
             onset,
             overload_end,
@@ -671,6 +675,9 @@ impl<'a> Engine<'a> {
             }
             self.slice.latency_sum += latency as f64;
             self.slice.latency_n += 1;
+            if latency > self.slo {
+                self.slice.late += 1;
+            }
             self.slice_latencies.push(latency);
             if a.urgent {
                 self.slice.answered_urgent += 1;
@@ -771,6 +778,7 @@ impl<'a> Engine<'a> {
             mean_latency_ms: (s.latency_n > 0)
                 .then(|| s.latency_sum / f64::from(s.latency_n) / 1e6),
             p99_ms,
+            late: s.late,
             switch_on: on,
             memory_ratio: self.memory_used as f64 / self.scenario.backend.memory_limit as f64,
         });

@@ -45,12 +45,17 @@
 //!   peer in every scenario. The peers are every strategy of the report other than `sluicegate` and
 //!   `sluicegate-auto` (and the strategy checked, when [`check_backend_for`] checks another).
 //!
-//! The convergence bar reads single 100 ms slices, which are noisy where a slice holds few answers.
-//! Behind `concurrency-limit` at W, where every answer takes its bare service time (nothing a gate
-//! can improve on), the per-slice p99 exceeds 5·S in 4 % to 30 % of the slices of the 5× step on
-//! the backends up to 10,000 rps, and on the 200 rps backends about a quarter of the slices answer
-//! fewer than 0.9·C (Poisson noise on 20 answers a slice): with seed 1 it converges only on the two
-//! 50,000 rps backends. `examples/sim_family.rs` prints how many bars that reference meets.
+//! The convergence bar reads windows of slices that hold 1,000 answers at C
+//! ([`convergence_window_slices`]). It first read single 100 ms slices, which measured noise where
+//! a slice holds few answers: behind `concurrency-limit` at W, where every answer takes its bare
+//! service time (nothing a gate can improve on), the per-slice p99 exceeded 5·S in 4 % to 30 % of
+//! the slices of the 5× step on the backends up to 10,000 rps, and on the 200 rps backends about a
+//! quarter of the slices answered fewer than 0.9·C (Poisson noise on 20 answers a slice): with seed
+//! 1 that reference converged only on the two 50,000 rps backends. With windows it converges at
+//! once on five of the eight. On the other three (3,200 rps at 20 ms, 10,000 rps at 1 ms and 5 ms)
+//! more than 1 % of a window's answers still exceed 5·S now and then: with exponential service
+//! times the bare p99 is 4.6·S, so the SLO leaves 0.4·S for any wait at all.
+//! `examples/sim_family.rs` prints how many bars that reference meets.
 //!
 //! ```
 //! use sluicegate::sim::family::{self, BackendSpec, Traffic};
@@ -109,8 +114,12 @@ pub const URGENT_SUCCESS: f64 = 0.999;
 pub const IDLE_CAPACITY_SHARE: f64 = 0.8;
 /// Converged within this many milliseconds of the step.
 pub const CONVERGENCE_MS: f64 = 300.0;
-/// A converged slice answers at least this share of what C serves in a slice.
+/// A converged window answers at least this share of what C serves in it.
 pub const CONVERGED_GOODPUT: f64 = 0.9;
+/// A convergence window spans enough slices for C to answer this many requests in it (but at most
+/// half the step): its p99 is then about its tenth-slowest answer rather than the slowest of a
+/// handful, and its goodput is not Poisson noise.
+pub const CONVERGENCE_ANSWERS: f64 = 1000.0;
 /// Most switch flips in a run with one overload episode (one on/off pair).
 pub const FLIPS_PER_EPISODE: u64 = 2;
 /// Loads up to this one must not flip the switch.
@@ -532,31 +541,62 @@ fn slices_within<'s>(
         .filter(move |t| t.t_ms >= window.start && t.t_ms.saturating_add(SLICE_MS) <= window.end)
 }
 
+/// How many slices a convergence window spans on a backend of `capacity_rps` whose step holds
+/// `step_slices` slices: enough for [`CONVERGENCE_ANSWERS`] answers at C, at least one, at most
+/// half the step. One slice from 10,000 requests per second up; 50 (5 s) at 200.
+pub fn convergence_window_slices(capacity_rps: f64, step_slices: usize) -> usize {
+    let per_slice = capacity_rps * SLICE_MS as f64 / 1e3;
+    let wanted = if per_slice > 0.0 {
+        (CONVERGENCE_ANSWERS / per_slice).ceil()
+    } else {
+        f64::INFINITY
+    };
+    let most = (step_slices / 2).max(1);
+    if wanted.is_finite() {
+        (wanted as usize).clamp(1, most)
+    } else {
+        most
+    }
+}
+
 /// How long after the start of `step` (a window in milliseconds since the run began, the step
-/// phase) the strategy had converged: the start of the first slice from which every slice wholly
-/// within the window answered in time at least 0.9·C's worth of a slice (0.9·C·0.1 s) with a p99
-/// ([`TimelineSample::p99_ms`]) at most `slo_ms`, minus the start of the window. `Some(0.0)`
-/// if the first slice of the step already qualifies; `None` if the last slice of the window does
-/// not (or the window holds no whole slice). Single slices are noisy on small backends: see the
-/// module documentation.
-pub fn convergence_ms(
-    s: &StrategyReport,
-    capacity_rps: f64,
-    slo_ms: f64,
-    step: Range<u64>,
-) -> Option<f64> {
-    let needed = CONVERGED_GOODPUT * capacity_rps * SLICE_MS as f64 / 1e3;
-    let good = |t: &TimelineSample| {
-        f64::from(t.answered_urgent) + f64::from(t.answered_non_urgent) >= needed
-            && t.p99_ms.is_some_and(|p| p <= slo_ms)
+/// phase) the strategy had converged: the start of the first slice from which every window of
+/// [`convergence_window_slices`] consecutive slices wholly within the step answered in time at
+/// least 0.9·C's worth of the window and kept its p99 within the SLO (at most 1 % of its answers
+/// [`TimelineSample::late`]), minus the start of the step. `Some(0.0)` if the windows from the
+/// first slice of the step on all qualify; `None` if the last window does not (or the step holds
+/// no whole slice).
+///
+/// Windows rather than single slices: on a backend answering 20 requests a slice, a slice's p99 is
+/// its slowest answer and its count is Poisson noise, so even a limit that is right from the first
+/// request (`concurrency-limit` told W) "converges" in single slices only by luck. A window that
+/// holds a thousand answers at C measures the strategy, not the noise; from 10,000 requests per
+/// second up it is a single slice. A transient still counts if more than 1 % of a window's answers
+/// were late, or the window answered too little.
+pub fn convergence_ms(s: &StrategyReport, capacity_rps: f64, step: Range<u64>) -> Option<f64> {
+    let slices: Vec<&TimelineSample> = slices_within(s, &step).collect();
+    if slices.is_empty() {
+        return None;
+    }
+    let len = convergence_window_slices(capacity_rps, slices.len());
+    let needed = CONVERGED_GOODPUT * capacity_rps * (len as u64 * SLICE_MS) as f64 / 1e3;
+    let good = |window: &[&TimelineSample]| {
+        let (answered, late) = window.iter().fold((0u64, 0u64), |(a, l), t| {
+            (
+                a + u64::from(t.answered_urgent) + u64::from(t.answered_non_urgent),
+                l + u64::from(t.late),
+            )
+        });
+        // A p99 within the SLO: the ⌈0.99·n⌉-th fastest answer is not late.
+        let on_time_needed = (answered * 99).div_ceil(100);
+        answered > 0 && answered as f64 >= needed && answered - late >= on_time_needed
     };
     let mut from = None;
-    for t in slices_within(s, &step) {
-        match (good(t), from) {
-            (true, None) => from = Some(t.t_ms),
-            (false, _) => from = None,
-            (true, Some(_)) => {}
+    for (k, window) in slices.windows(len).enumerate().rev() {
+        if !good(window) {
+            break;
         }
+        from = Some(slices[k].t_ms);
     }
     from.map(|t| t.saturating_sub(step.start) as f64)
 }
@@ -764,12 +804,7 @@ pub fn step_bars(
             s.reaction_ms.unwrap_or(f64::INFINITY),
             tick_ms,
         ));
-        let converged = convergence_ms(
-            s,
-            report.capacity_rps,
-            report.slo_ms,
-            b.spec.step_window_ms(),
-        );
+        let converged = convergence_ms(s, report.capacity_rps, b.spec.step_window_ms());
         out.push(BarCheck::at_most(
             format!("convergence ms <= {CONVERGENCE_MS}"),
             report,

@@ -85,6 +85,10 @@ pub struct TimelineSample {
     /// the ⌈0.99·n⌉-th smallest of those n latencies, exact (not from a histogram); `None` if none was
     /// answered in time in the slice.
     pub p99_ms: Option<f64>,
+    /// Requests answered in time (counted above) but slower than the clients' SLO. Unlike
+    /// percentiles, these counts add up: slices pooled into a longer window have a p99 within the
+    /// SLO exactly when at most 1 % of their answers are late.
+    pub late: u32,
     /// Whether the strategy's switch was on at the end of the slice (always false without a switch).
     pub switch_on: bool,
     /// Backend memory use ÷ limit at the end of the slice.

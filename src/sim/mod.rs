@@ -56,7 +56,7 @@
 //! * `peak_memory_ratio`: the highest backend memory use ÷ memory limit.
 //! * `timeline`: 100 ms slices ([`TimelineSample`]); `load` is the effective load at the slice's
 //!   start (0 after the phases), `in_flight`, `waiting`, `switch_on` and `memory_ratio` are read at
-//!   its end.
+//!   its end; `late` counts the answers slower than the SLO, so that slices pool into windows.
 //!
 //! [`family`] runs a family of backends (200 to 50,000 rps, 1 to 500 ms) and checks the bars of a
 //! gate that learns capacity by itself.

@@ -197,13 +197,14 @@ pub fn json(report: &Report) -> Result<String, RenderError> {
 
 /// The header of [`timeline_csv`].
 const CSV_HEADER: &str = "strategy,t_ms,load,offered_urgent,offered_non_urgent,answered_urgent,\
-answered_non_urgent,refused,timed_out,in_flight,waiting,mean_latency_ms,p99_ms,switch_on,memory_ratio";
+answered_non_urgent,refused,timed_out,in_flight,waiting,mean_latency_ms,p99_ms,switch_on,memory_ratio,\
+late";
 
 /// Every strategy's timeline as CSV: one header line, then one row per (strategy, slice), strategies in
 /// report order.
 ///
 /// Columns: `strategy,t_ms,load,offered_urgent,offered_non_urgent,answered_urgent,answered_non_urgent,
-/// refused,timed_out,in_flight,waiting,mean_latency_ms,p99_ms,switch_on,memory_ratio`, as in
+/// refused,timed_out,in_flight,waiting,mean_latency_ms,p99_ms,switch_on,memory_ratio,late`, as in
 /// [`TimelineSample`]. A missing `mean_latency_ms` or `p99_ms` is an empty cell, `switch_on` is `0` or
 /// `1`, decimals are written in Rust's shortest round-trip form. A strategy name containing a comma,
 /// quote or line break is quoted as RFC 4180 says. Lines end with `\n`.
@@ -218,7 +219,7 @@ pub fn timeline_csv(report: &Report) -> String {
             let p99 = t.p99_ms.map(|l| l.to_string()).unwrap_or_default();
             let _ = writeln!(
                 out,
-                "{name},{},{},{},{},{},{},{},{},{},{},{latency},{p99},{},{}",
+                "{name},{},{},{},{},{},{},{},{},{},{},{latency},{p99},{},{},{}",
                 t.t_ms,
                 t.load,
                 t.offered_urgent,
@@ -231,6 +232,7 @@ pub fn timeline_csv(report: &Report) -> String {
                 t.waiting,
                 u8::from(t.switch_on),
                 t.memory_ratio,
+                t.late,
             );
         }
     }
