@@ -205,8 +205,9 @@ const IMPLICIT_URGENT: u8 = 1;
 const IMPLICIT_NON_URGENT: u8 = 2;
 
 /// A bucket's parameters in atomics, so that a reload or a learned rate changes them without a lock.
-/// The three parts are read apart: a reader racing a change may mix old and new parts, which only
-/// lets one request draw at either rate.
+/// The parts are read apart: a request racing a change may pair the new interval with the old
+/// tolerance, i.e. draw at the new rate with a burst between the old and the new one. Only that
+/// request: the next one reads the change whole.
 #[derive(Debug, Default)]
 struct BucketCell {
     interval: AtomicU64,

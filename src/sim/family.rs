@@ -543,7 +543,8 @@ fn slices_within<'s>(
 
 /// How many slices a convergence window spans on a backend of `capacity_rps` whose step holds
 /// `step_slices` slices: enough for [`CONVERGENCE_ANSWERS`] answers at C, at least one, at most
-/// half the step. One slice from 10,000 requests per second up; 50 (5 s) at 200.
+/// half the step. One slice from 10,000 requests per second up; at 200, 50 slices (5 s) when the
+/// step lasts at least 10 s.
 pub fn convergence_window_slices(capacity_rps: f64, step_slices: usize) -> usize {
     let per_slice = capacity_rps * SLICE_MS as f64 / 1e3;
     let wanted = if per_slice > 0.0 {
@@ -589,7 +590,7 @@ pub fn convergence_ms(s: &StrategyReport, capacity_rps: f64, step: Range<u64>) -
         });
         // A p99 within the SLO: the ⌈0.99·n⌉-th fastest answer is not late.
         let on_time_needed = (answered * 99).div_ceil(100);
-        answered > 0 && answered as f64 >= needed && answered - late >= on_time_needed
+        answered > 0 && answered as f64 >= needed && answered.saturating_sub(late) >= on_time_needed
     };
     let mut from = None;
     for (k, window) in slices.windows(len).enumerate().rev() {
