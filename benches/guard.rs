@@ -17,6 +17,7 @@
 //! | `sluicegate/switch_on_token` | the same with the switch forced on and a token always available |
 //! | `sluicegate/refused_rate` | switch forced on, bucket exhausted, `request_timeout = 0`: refused at once |
 //! | `sluicegate/refused_in_flight` | in-flight at `max_in_flight`: refused by the hard ceiling |
+//! | `sluicegate/*_quanta` | `switch_off`, `switch_on_token` and `refused_rate` on `QuantaClock`, the clock governor's default reads (feature `quanta`, on in `scripts/bench`) |
 //! | `governor/check_default_clock` | governor `check()` on its default clock (`QuantaClock`, TSC-based) |
 //! | `governor/check_std_clock` | governor `check()` on `governor::clock::MonotonicClock` (`std::time::Instant`, the clock sluicegate reads) |
 //! | `governor/deny` | governor `check()` on an exhausted quota (1 per second) |
@@ -128,6 +129,27 @@ fn quanta_gates() -> (Gate<QuantaClock>, Gate<QuantaClock>) {
         "a token must be available"
     );
     (off, on)
+}
+
+/// [`gate_refused_rate`] on the TSC clock, to compare with governor's denial on the same clock.
+#[cfg(feature = "quanta")]
+fn quanta_refused_gate() -> Gate<QuantaClock> {
+    let mut config = Config::default();
+    config.gate.max_qps = (1.0).into();
+    config.gate.non_urgent_qps = 1.0;
+    config.gate.request_timeout = Duration::ZERO;
+    let gate = Gate::builder(config)
+        .clock(QuantaClock::new())
+        .build()
+        .expect("valid config");
+    gate.set_switch(SwitchMode::ForceOn);
+    drop(gate.try_acquire(&request()));
+    let refused = gate.try_acquire(&request()).map(drop);
+    assert!(
+        matches!(&refused, Err(r) if r.reason == RejectReason::RateLimited),
+        "expected a rate refusal, got {refused:?}"
+    );
+    gate
 }
 
 /// `max_in_flight = 1` (and `max_running = 1`, which the validator requires): while the caller
@@ -303,6 +325,22 @@ fn contenders(c: &mut Criterion, name: &str, threads: usize) {
             0,
             "a switch-on call was refused"
         );
+        let refusing = quanta_refused_gate();
+        bench_op(
+            &mut group,
+            threads,
+            "sluicegate",
+            "refused_rate_quanta",
+            || {
+                drop(black_box(refusing.try_acquire(black_box(&req))));
+            },
+        );
+        // One token a second: a handful of the calls are admitted, the rest refused.
+        let counters = refusing.snapshot().counters;
+        assert!(
+            counters.admitted <= 1 + counters.refused_rate / 1000,
+            "the bench measured admissions: {counters:?}"
+        );
     }
 
     let limiter = governor_default_clock();
@@ -413,12 +451,13 @@ fn median_from_estimates(json: &str) -> Option<f64> {
 /// The medians table, then the ratios against the targets. Prints nothing when no estimate was
 /// written by this run (`--list`, `--test`, a filter that matched nothing, `--discard-baseline`).
 fn ratios(_: &mut Criterion) {
-    const BENCHES: [&str; 13] = [
+    const BENCHES: [&str; 14] = [
         "sluicegate/switch_off",
         "sluicegate/switch_on_token",
         "sluicegate/switch_off_quanta",
         "sluicegate/switch_on_token_quanta",
         "sluicegate/refused_rate",
+        "sluicegate/refused_rate_quanta",
         "sluicegate/refused_in_flight",
         "governor/check_default_clock",
         "governor/check_std_clock",
@@ -429,7 +468,7 @@ fn ratios(_: &mut Criterion) {
         "parts/bucket_try_acquire",
     ];
     // (numerator, denominator, label of the denominator, target)
-    const RATIOS: [(&str, &str, &str, Option<f64>); 10] = [
+    const RATIOS: [(&str, &str, &str, Option<f64>); 11] = [
         (
             "switch_off",
             "governor/check_default_clock",
@@ -467,6 +506,12 @@ fn ratios(_: &mut Criterion) {
             Some(2.0),
         ),
         ("refused_rate", "governor/deny", "governor deny", None),
+        (
+            "refused_rate_quanta",
+            "governor/deny",
+            "governor deny (both on quanta)",
+            None,
+        ),
         ("refused_in_flight", "governor/deny", "governor deny", None),
         ("switch_off", "tokio/semaphore", "tokio semaphore", None),
         (
