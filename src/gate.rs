@@ -1389,7 +1389,14 @@ impl<C: Clock> Inner<C> {
                     } else {
                         Class::Floor
                     };
-                    return self.enter(Some(now), 0, class, cost).map(Admission::Now);
+                    // Refused at a ceiling after all: the token goes back (while it is still the
+                    // latest one), or the bucket would run slower than its rate in a flood.
+                    return self
+                        .enter(Some(now), 0, class, cost)
+                        .map(Admission::Now)
+                        .inspect_err(|_| {
+                            bucket.cancel(&r, now);
+                        });
                 }
                 Ok(r) => {
                     let waiting = self.waiters.fetch_add(1, Ordering::AcqRel);
@@ -1433,13 +1440,15 @@ impl<C: Clock> Inner<C> {
             }
             // Work-conserving: a non-urgent request past its own bucket may still take a token of
             // the whole gate that is free right now, one that no urgent request has reserved.
-            if !use_urgent
-                && self.hot.learning.load(Ordering::Relaxed)
-                && self.urgent.reserve(now, 0, &self.hot.spare(true)).is_ok()
-            {
-                return self
-                    .enter(Some(now), 0, Class::Known(urgency), cost)
-                    .map(Admission::Now);
+            if !use_urgent && self.hot.learning.load(Ordering::Relaxed) {
+                if let Ok(spare) = self.urgent.reserve(now, 0, &self.hot.spare(true)) {
+                    return self
+                        .enter(Some(now), 0, Class::Known(urgency), cost)
+                        .map(Admission::Now)
+                        .inspect_err(|_| {
+                            self.urgent.cancel(&spare, now);
+                        });
+                }
             }
             return Err(self.refuse(reason, Some(retry_after)));
         }

@@ -895,3 +895,54 @@ fn reload_keeps_the_learned_limits_in_force_until_the_next_tick() {
         service.peak
     );
 }
+
+#[test]
+fn a_request_refused_at_the_ceiling_with_the_switch_on_gives_its_token_back() {
+    // A fixed rate of 10 a second with a burst of one token; the in-flight ceiling is learned
+    // (auto), so non-urgent requests stop at the working level and urgent ones have headroom.
+    let mut config = Config::default();
+    config.gate.max_qps = Limit::Fixed(10.0);
+    config.gate.non_urgent_qps = 1.0;
+    config.gate.burst = ms(100);
+    let (gate, clock, _memory) = gate_with(config);
+    let non_urgent = Request::url("/report").with_urgency(Urgency::NonUrgent);
+    let urgent = Request::url("/pay").with_urgency(Urgency::Urgent);
+    // One sampler tick turns the config into the limits in force.
+    clock.advance(ms(150));
+    drop(gate.try_acquire(&urgent));
+    let limits = gate.snapshot().limits;
+    assert!(
+        limits.shared_in_flight < limits.max_in_flight,
+        "no urgent headroom: {limits:?}"
+    );
+    // Fill the working level, switch off: no token of the whole gate is drawn. One more
+    // non-urgent request takes the one token of the non-urgent floor (`non_urgent_qps`).
+    let mut held: Vec<_> = (0..limits.shared_in_flight)
+        .map(|_| {
+            gate.try_acquire(&non_urgent)
+                .expect("below the working level")
+        })
+        .collect();
+    held.push(
+        gate.try_acquire(&non_urgent)
+            .expect("on the non-urgent floor"),
+    );
+    gate.set_switch(SwitchMode::ForceOn);
+    // The switch drained the bucket to its one token. The non-urgent request takes it, then finds
+    // the working level full: refused at the ceiling, and the token goes back.
+    let refused = gate.try_acquire(&non_urgent).map(drop);
+    assert!(
+        matches!(&refused, Err(r) if r.reason == RejectReason::InFlightCeiling),
+        "{refused:?}"
+    );
+    // So the urgent request at the same instant still finds its token, and a slot in the headroom.
+    let admitted = gate.try_acquire(&urgent);
+    assert!(admitted.is_ok(), "{:?}", admitted.map(drop));
+    // And the token is spent now: the next urgent request waits for the next one.
+    let next = gate.try_acquire(&urgent).map(drop);
+    assert!(
+        matches!(&next, Err(r) if r.reason == RejectReason::RateLimited),
+        "{next:?}"
+    );
+    drop(held);
+}
