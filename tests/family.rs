@@ -763,3 +763,52 @@ fn sluicegate_auto_keeps_every_bar_it_met_at_the_last_review() {
         );
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Making one slice of the step worse (answers in time turned late, or not given at all) never
+    /// makes a strategy converge earlier. (Dropping a late answer is not "worse": a percentile
+    /// improves when its slowest answers go.)
+    #[test]
+    fn a_worse_slice_never_brings_convergence_forward(
+        // About 22 answers a slice (450 make a converged window of 25) and a late one in a
+        // tenth of the slices (5 may be late in a window): steps that converge early, late or
+        // never all occur.
+        answers in proptest::collection::vec(15u32..=30, 110),
+        late in proptest::collection::vec(
+            proptest::prop_oneof![9 => proptest::strategy::Just(0u32), 1 => 1u32..=4],
+            110,
+        ),
+        worse_at in 30usize..80,
+        fewer in 0u32..=20,
+        more_late in 0u32..=10,
+    ) {
+        let b = small();
+        let step = b.step_window_ms();
+        let build = |worse: bool| {
+            let mut s = strategy(AUTO, 1.0, 1.0);
+            s.timeline = timeline(|i, t| {
+                t.answered_urgent = 0;
+                t.answered_non_urgent = answers[i];
+                t.late = late[i].min(answers[i]);
+                if worse && i == worse_at {
+                    // Some answers in time turn late, and some others are not answered at all.
+                    let on_time = t.answered_non_urgent - t.late;
+                    let turned = more_late.min(on_time);
+                    let lost = fewer.min(on_time - turned);
+                    t.late += turned;
+                    t.answered_non_urgent -= lost;
+                }
+            });
+            s
+        };
+        let as_ms = |c: Option<f64>| c.unwrap_or(f64::INFINITY);
+        let before = family::convergence_ms(&build(false), 200.0, step.clone());
+        let after = family::convergence_ms(&build(true), 200.0, step.clone());
+        proptest::prop_assert!(
+            as_ms(after) >= as_ms(before),
+            "worse slice {worse_at}: {before:?} -> {after:?}"
+        );
+    }
+}
