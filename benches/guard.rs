@@ -89,16 +89,19 @@ fn gate_switch_on_token() -> Gate {
     gate
 }
 
-/// Switch forced on, one token per second, no waiting: after the first call (which takes the one
-/// token and splits the buckets) every call is refused at once as rate-limited.
-fn gate_refused_rate() -> Gate {
+/// One token per second, no waiting: the config of the rate-refusal benches.
+fn refused_rate_config() -> Config {
     let mut config = Config::default();
     config.gate.max_qps = (1.0).into();
     config.gate.non_urgent_qps = 1.0;
     config.gate.request_timeout = Duration::ZERO;
-    let gate = Gate::new(config).expect("valid config");
+    config
+}
+
+/// Forces the switch on and takes the one token the drain left (which also splits the buckets):
+/// from then on every call is refused at once as rate-limited.
+fn exhausted<C: Clock>(gate: Gate<C>) -> Gate<C> {
     gate.set_switch(SwitchMode::ForceOn);
-    // The first call takes the token the drain left; the next ones are refused.
     drop(gate.try_acquire(&request()));
     let refused = gate.try_acquire(&request()).map(drop);
     assert!(
@@ -106,6 +109,11 @@ fn gate_refused_rate() -> Gate {
         "expected a rate refusal, got {refused:?}"
     );
     gate
+}
+
+/// Switch forced on, bucket exhausted: every call is refused at once as rate-limited.
+fn gate_refused_rate() -> Gate {
+    exhausted(Gate::new(refused_rate_config()).expect("valid config"))
 }
 
 /// The switch-off and switch-on gates again, on the TSC clock governor uses by default: the same
@@ -134,22 +142,12 @@ fn quanta_gates() -> (Gate<QuantaClock>, Gate<QuantaClock>) {
 /// [`gate_refused_rate`] on the TSC clock, to compare with governor's denial on the same clock.
 #[cfg(feature = "quanta")]
 fn quanta_refused_gate() -> Gate<QuantaClock> {
-    let mut config = Config::default();
-    config.gate.max_qps = (1.0).into();
-    config.gate.non_urgent_qps = 1.0;
-    config.gate.request_timeout = Duration::ZERO;
-    let gate = Gate::builder(config)
-        .clock(QuantaClock::new())
-        .build()
-        .expect("valid config");
-    gate.set_switch(SwitchMode::ForceOn);
-    drop(gate.try_acquire(&request()));
-    let refused = gate.try_acquire(&request()).map(drop);
-    assert!(
-        matches!(&refused, Err(r) if r.reason == RejectReason::RateLimited),
-        "expected a rate refusal, got {refused:?}"
-    );
-    gate
+    exhausted(
+        Gate::builder(refused_rate_config())
+            .clock(QuantaClock::new())
+            .build()
+            .expect("valid config"),
+    )
 }
 
 /// `max_in_flight = 1` (and `max_running = 1`, which the validator requires): while the caller
