@@ -13,7 +13,7 @@ mod common;
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use common::{gate_with, ms, FakeMemory};
+use common::{gate_with, hold, ms, FakeMemory};
 use sluicegate::capacity::{confirmed_ceiling, HEADROOM};
 use sluicegate::clock::{Clock, ManualClock, Nanos};
 use sluicegate::config::Limit;
@@ -917,12 +917,7 @@ fn a_request_refused_at_the_ceiling_with_the_switch_on_gives_its_token_back() {
     );
     // Fill the working level, switch off: no token of the whole gate is drawn. One more
     // non-urgent request takes the one token of the non-urgent floor (`non_urgent_qps`).
-    let mut held: Vec<_> = (0..limits.shared_in_flight)
-        .map(|_| {
-            gate.try_acquire(&non_urgent)
-                .expect("below the working level")
-        })
-        .collect();
+    let mut held = hold(&gate, &non_urgent, limits.shared_in_flight as usize);
     held.push(
         gate.try_acquire(&non_urgent)
             .expect("on the non-urgent floor"),

@@ -15,9 +15,7 @@ use tokio_test::{assert_pending, assert_ready};
 
 /// Holds `n` permits taken now.
 fn hold(gate: &Gate<ManualClock>, n: usize) -> Vec<Permit<'_, ManualClock>> {
-    (0..n)
-        .map(|_| gate.try_acquire(&Request::url("/x")).expect("admitted"))
-        .collect()
+    common::hold(gate, &Request::url("/x"), n)
 }
 
 /// Puts the gate into the state the seed calls overloaded: more than `max_running` (5) in flight and

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{gate_with, ms};
+use common::{gate_with, hold, ms};
 use proptest::prelude::*;
 use sluicegate::{Config, Gate, Permit, RejectReason, Request, Urgency};
 
@@ -71,12 +71,7 @@ fn requests_without_a_cost_are_not_held_by_the_declared_sum() {
 #[test]
 fn without_a_memory_reading_declared_costs_are_not_limited() {
     let (gate, _clock, _memory) = gate_with(Config::default());
-    let held: Vec<_> = (0..100)
-        .map(|_| {
-            gate.try_acquire(&urgent(1_000_000))
-                .expect("memory unknown")
-        })
-        .collect();
+    let held = hold(&gate, &urgent(1_000_000), 100);
     assert_eq!(held.len(), 100);
     let s = gate.snapshot();
     assert_eq!(s.limits.memory_declared_room, u64::MAX);
@@ -118,12 +113,7 @@ fn a_cost_refused_at_the_in_flight_ceiling_is_not_counted() {
     }
     drop((a, b));
     // Had the refused ones kept their cost, nothing would fit now.
-    let held: Vec<_> = (0..2)
-        .map(|_| {
-            gate.try_acquire(&urgent(200))
-                .expect("the room is whole again")
-        })
-        .collect();
+    let held = hold(&gate, &urgent(200), 2);
     assert_eq!(held.len(), 2);
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sluicegate::clock::ManualClock;
 use sluicegate::probe::{MemoryReading, ProbeError};
-use sluicegate::{Config, Gate};
+use sluicegate::{Config, Gate, Permit, Request};
 
 /// A memory figure the test sets; `u64::MAX` means "unreadable".
 #[derive(Clone, Default)]
@@ -63,6 +63,20 @@ pub fn gate_with(config: Config) -> (Gate<ManualClock>, ManualClock, FakeMemory)
         .build()
         .expect("valid test config");
     (gate, clock, memory)
+}
+
+/// Takes `n` permits for `request` now, each of which must be admitted.
+pub fn hold<'g>(
+    gate: &'g Gate<ManualClock>,
+    request: &Request<'_>,
+    n: usize,
+) -> Vec<Permit<'g, ManualClock>> {
+    (0..n)
+        .map(|i| {
+            gate.try_acquire(request)
+                .unwrap_or_else(|r| panic!("permit {i} of {n} refused: {r:?}"))
+        })
+        .collect()
 }
 
 pub fn ms(n: u64) -> Duration {
