@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use sluicegate::clock::Nanos;
+use sluicegate::sim::metrics::p99_within_slo;
 use sluicegate::sim::{
     run, run_strategy, run_with_seed, AttemptId, BackendView, Offer, Report, Scenario,
     ScenarioError, SimError, Strategy, StrategyReport, Unprotected,
@@ -115,8 +116,7 @@ fn late_answers_agree_with_each_slices_exact_p99() {
     for t in &r.timeline {
         let answered = t.answered_urgent + t.answered_non_urgent;
         assert!(t.late <= answered, "{t:?}");
-        let on_time_needed = (u64::from(answered) * 99).div_ceil(100);
-        let count_says_within = u64::from(answered - t.late) >= on_time_needed;
+        let count_says_within = p99_within_slo(u64::from(answered), u64::from(t.late));
         match t.p99_ms {
             Some(p99) => {
                 assert_eq!(p99 <= 40.0, count_says_within, "{t:?}");

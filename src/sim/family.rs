@@ -78,7 +78,7 @@ use std::time::Duration;
 
 use toml::Table;
 
-use super::metrics::{Report, StrategyReport, TimelineSample, SLICE_MS};
+use super::metrics::{p99_within_slo, Report, StrategyReport, TimelineSample, SLICE_MS};
 use super::scenario::{
     Arrivals, Backend, Baselines, Clients, Distribution, Phase, Retry, RetryMode, Scenario,
 };
@@ -588,9 +588,7 @@ pub fn convergence_ms(s: &StrategyReport, capacity_rps: f64, step: Range<u64>) -
                 l + u64::from(t.late),
             )
         });
-        // A p99 within the SLO: the ⌈0.99·n⌉-th fastest answer is not late.
-        let on_time_needed = (answered * 99).div_ceil(100);
-        answered > 0 && answered as f64 >= needed && answered.saturating_sub(late) >= on_time_needed
+        answered > 0 && answered as f64 >= needed && p99_within_slo(answered, late)
     };
     let mut from = None;
     for (k, window) in slices.windows(len).enumerate().rev() {

@@ -95,6 +95,21 @@ pub struct TimelineSample {
     pub memory_ratio: f64,
 }
 
+/// Whether `answered` requests of which `late` were slower than the SLO have a p99 within it: the
+/// ⌈0.99·n⌉-th fastest answer (the p99 of [`TimelineSample::p99_ms`]) is not late. Counts of slices
+/// add up, so this holds for any window of them.
+///
+/// ```
+/// use sluicegate::sim::metrics::p99_within_slo;
+///
+/// assert!(p99_within_slo(500, 5));
+/// assert!(!p99_within_slo(500, 6));
+/// assert!(!p99_within_slo(50, 1)); // with fewer than 100 answers, the p99 is the slowest
+/// ```
+pub fn p99_within_slo(answered: u64, late: u64) -> bool {
+    answered.saturating_sub(late) >= answered.saturating_mul(99).div_ceil(100)
+}
+
 impl Report {
     /// The figures of the strategy called `name`, if it ran.
     pub fn strategy(&self, name: &str) -> Option<&StrategyReport> {
