@@ -1389,14 +1389,9 @@ impl<C: Clock> Inner<C> {
                     } else {
                         Class::Floor
                     };
-                    // Refused at a ceiling after all: the token goes back (while it is still the
-                    // latest one), or the bucket would run slower than its rate in a flood.
                     return self
-                        .enter(Some(now), 0, class, cost)
-                        .map(Admission::Now)
-                        .inspect_err(|_| {
-                            bucket.cancel(&r, now);
-                        });
+                        .enter_with_token(now, class, cost, bucket, &r)
+                        .map(Admission::Now);
                 }
                 Ok(r) => {
                     let waiting = self.waiters.fetch_add(1, Ordering::AcqRel);
@@ -1442,16 +1437,31 @@ impl<C: Clock> Inner<C> {
             // the whole gate that is free right now, one that no urgent request has reserved.
             if !use_urgent && self.hot.learning.load(Ordering::Relaxed) {
                 if let Ok(spare) = self.urgent.reserve(now, 0, &self.hot.spare(true)) {
+                    let class = Class::Known(urgency);
                     return self
-                        .enter(Some(now), 0, Class::Known(urgency), cost)
-                        .map(Admission::Now)
-                        .inspect_err(|_| {
-                            self.urgent.cancel(&spare, now);
-                        });
+                        .enter_with_token(now, class, cost, &self.urgent, &spare)
+                        .map(Admission::Now);
                 }
             }
             return Err(self.refuse(reason, Some(retry_after)));
         }
+    }
+
+    /// [`Inner::enter`] for a request that has just taken `token` from `bucket`. Refused at a
+    /// ceiling after all, it gives the token back (while it is still the bucket's latest), or in a
+    /// flood the bucket would run slower than its rate.
+    #[inline]
+    fn enter_with_token(
+        &self,
+        now: Nanos,
+        class: Class<'_, '_>,
+        cost: u64,
+        bucket: &Bucket,
+        token: &Reservation,
+    ) -> Result<Permit<'_, C>, Rejection> {
+        self.enter(Some(now), 0, class, cost).inspect_err(|_| {
+            bucket.cancel(token, now);
+        })
     }
 
     fn drain_buckets(&self, now: Nanos) {
