@@ -102,6 +102,7 @@
 //! assert_eq!(learned.knee, Some(20));
 //! ```
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::clock::Nanos;
@@ -199,6 +200,14 @@ pub fn ceiling_headroom(k: f64) -> f64 {
     QUEUE_ROOM * k.max(0.0).sqrt() + 0.5
 }
 
+/// Appends a round's mean latency, keeping only the latest [`ROUNDS`].
+fn push_round(rounds: &mut VecDeque<f64>, mean: f64) {
+    if rounds.len() == ROUNDS {
+        rounds.pop_front();
+    }
+    rounds.push_back(mean);
+}
+
 /// The in-flight ceiling over a knee `k` confirmed saturated: `k` plus [`ceiling_headroom`],
 /// rounded up.
 pub fn confirmed_ceiling(k: f64) -> u64 {
@@ -271,9 +280,9 @@ pub struct Estimator {
     last_growth: Nanos,
     base: Option<(f64, Nanos)>,
     /// Latency of the recent clean rounds (no ceiling refusal, no queue), newest last.
-    clean: std::collections::VecDeque<f64>,
+    clean: VecDeque<f64>,
     /// The clean rounds from before the probe under way.
-    before_probe: std::collections::VecDeque<f64>,
+    before_probe: VecDeque<f64>,
     /// The round being gathered: latency sum, count, and whether it stayed clean.
     round: (f64, u64, bool),
     probe: Option<Probe>,
@@ -359,8 +368,8 @@ impl Estimator {
             rate_floor: 0.0,
             last_growth: 0,
             base: None,
-            clean: std::collections::VecDeque::with_capacity(ROUNDS),
-            before_probe: std::collections::VecDeque::with_capacity(ROUNDS),
+            clean: VecDeque::with_capacity(ROUNDS),
+            before_probe: VecDeque::with_capacity(ROUNDS),
             round: (0.0, 0, true),
             probe: None,
             probes: 0,
@@ -524,14 +533,10 @@ impl Estimator {
             if r.1 >= ROUND_SAMPLES {
                 let (sum, count, clean) = std::mem::replace(r, (0.0, 0, true));
                 if clean {
-                    if self.clean.len() == ROUNDS {
-                        self.clean.pop_front();
-                    }
-                    let mean = sum / count as f64;
                     if self.clean.is_empty() {
                         self.in_flight_at_first_round = s.in_flight;
                     }
-                    self.clean.push_back(mean);
+                    push_round(&mut self.clean, sum / count as f64);
                     // The service got faster: the latest rounds are all well below the base, so
                     // the older ones describe a service that is gone.
                     let faster = self.base.is_some_and(|(b, _)| {
@@ -651,10 +656,7 @@ impl Estimator {
                     if after >= REPROBE * before && after <= SLOWER * before);
                 if same && !self.clean.is_empty() {
                     for r in self.clean.drain(..) {
-                        if self.before_probe.len() == ROUNDS {
-                            self.before_probe.pop_front();
-                        }
-                        self.before_probe.push_back(r);
+                        push_round(&mut self.before_probe, r);
                     }
                     std::mem::swap(&mut self.clean, &mut self.before_probe);
                     if let Some(median) = self.median_round() {
@@ -920,8 +922,7 @@ impl Estimator {
 
     /// The in-flight level at which latency starts to climb.
     pub fn knee(&self) -> Option<u64> {
-        let k = self.capacity()? * self.base_latency()? / 1e9;
-        k.is_finite().then(|| (k.ceil() as u64).max(1))
+        self.knee_exact().map(|k| (k.ceil() as u64).max(1))
     }
 
     /// The figures in force.
