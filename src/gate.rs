@@ -127,7 +127,7 @@ struct HotLimits {
     max_memory_ratio: AtomicU64,
     /// Room below the memory ceiling for declared costs, in bytes (the limit less what the latest
     /// reading holds besides them); `u64::MAX` while unknown.
-    memory_bytes_hard: AtomicU64,
+    declared_room: AtomicU64,
     /// Calls whose stripe sequence number has none of these bits set are timed.
     sample_mask: AtomicU64,
     /// The whole gate's bucket (urgent requests, and every request before the split).
@@ -245,7 +245,7 @@ impl HotLimits {
         self.non_urgent_cap.store(ceiling, r);
         self.memory_soft_cap.store(u64::MAX, r);
         self.memory_hard_cap.store(u64::MAX, r);
-        self.memory_bytes_hard.store(u64::MAX, r);
+        self.declared_room.store(u64::MAX, r);
         self.max_memory_ratio.store(g.max_memory_ratio.to_bits(), r);
         self.set_whole_rate(g.max_qps.clamp(UNLEARNED_MAX_QPS), g.burst);
         let non_urgent = BucketParams::with_burst(g.non_urgent_qps, g.burst);
@@ -913,7 +913,7 @@ impl<C: Clock> Gate<C> {
                 max_wait: Duration::from_nanos(inner.hot.max_wait.load(Ordering::Relaxed)),
                 memory_soft_in_flight: inner.hot.memory_soft_cap.load(Ordering::Relaxed),
                 memory_hard_in_flight: inner.hot.memory_hard_cap.load(Ordering::Relaxed),
-                memory_declared_room: inner.hot.memory_bytes_hard.load(Ordering::Relaxed),
+                memory_declared_room: inner.hot.declared_room.load(Ordering::Relaxed),
             },
         }
     }
@@ -1191,7 +1191,7 @@ impl<C: Clock> Inner<C> {
     /// the room below the memory ceiling: memory crosses it by at most this one request's cost.
     #[cold]
     fn charge(&self, cost: u64) -> Result<(), Rejection> {
-        let room = self.hot.memory_bytes_hard.load(Ordering::Relaxed);
+        let room = self.hot.declared_room.load(Ordering::Relaxed);
         let before = self.declared.fetch_add(cost, Ordering::Relaxed);
         if before >= room {
             self.declared.fetch_sub(cost, Ordering::Relaxed);
@@ -1598,7 +1598,7 @@ impl<C: Clock> Inner<C> {
         let Some(ratio) = self.memory.ratio() else {
             hot.memory_soft_cap.store(u64::MAX, Ordering::Relaxed);
             hot.memory_hard_cap.store(u64::MAX, Ordering::Relaxed);
-            hot.memory_bytes_hard.store(u64::MAX, Ordering::Relaxed);
+            hot.declared_room.store(u64::MAX, Ordering::Relaxed);
             return;
         };
         let g = &settings.config.gate;
@@ -1622,7 +1622,7 @@ impl<C: Clock> Inner<C> {
                 }
                 None => u64::MAX,
             };
-            hot.memory_bytes_hard.store(room, Ordering::Relaxed);
+            hot.declared_room.store(room, Ordering::Relaxed);
         }
         let in_flight = m.memory.at_reading;
         // One standard deviation of what the fit does not explain is kept free: requests differ
