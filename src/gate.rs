@@ -1608,20 +1608,13 @@ impl<C: Clock> Inner<C> {
             m.memory.add(in_flight as f64, ratio);
             // The declared costs in flight are part of the reading; the rest of it (the process
             // itself, requests that declared nothing) is taken to stay until the next one.
-            let room = match self.memory.limit_bytes() {
-                Some(limit) => {
-                    let limit = limit as f64;
-                    let declared = self.declared.load(Ordering::Relaxed) as f64;
-                    let other = (ratio * limit - declared).max(0.0);
-                    let room = (g.max_memory_ratio * limit - other).max(0.0);
-                    if room.is_finite() {
-                        room as u64
-                    } else {
-                        u64::MAX
-                    }
-                }
-                None => u64::MAX,
-            };
+            // (`max` turns NaN into 0, and `as` saturates: no special case needed.)
+            let room = self.memory.limit_bytes().map_or(u64::MAX, |limit| {
+                let limit = limit as f64;
+                let declared = self.declared.load(Ordering::Relaxed) as f64;
+                let other = (ratio * limit - declared).max(0.0);
+                (g.max_memory_ratio * limit - other).max(0.0) as u64
+            });
             hot.declared_room.store(room, Ordering::Relaxed);
         }
         let in_flight = m.memory.at_reading;

@@ -547,14 +547,10 @@ fn slices_within<'s>(
 /// step lasts at least 10 s.
 pub fn convergence_window_slices(capacity_rps: f64, step_slices: usize) -> usize {
     let per_slice = capacity_rps * SLICE_MS as f64 / 1e3;
-    let wanted = if per_slice > 0.0 {
-        (CONVERGENCE_ANSWERS / per_slice).ceil()
-    } else {
-        f64::INFINITY
-    };
     let most = (step_slices / 2).max(1);
-    if wanted.is_finite() {
-        (wanted as usize).clamp(1, most)
+    if per_slice > 0.0 {
+        // `as` saturates a huge count (a tiny capacity) to the most.
+        ((CONVERGENCE_ANSWERS / per_slice).ceil() as usize).clamp(1, most)
     } else {
         most
     }
