@@ -33,23 +33,28 @@
 //!
 //! After the groups, a table of the criterion medians (read back from
 //! `<target>/criterion/<group>/<bench>/new/estimates.json`, only those written by this run) and of
-//! their ratios is printed. The targets, from the issue: the guard with the switch off costs at most
+//! their ratios is printed. On a shared machine those ratios carry the drift between benches run
+//! seconds apart; `benches/interleaved.rs` (run next by `scripts/bench`) measures the same ratios
+//! in alternating rounds, and its figures are the ones to quote. The targets, from the issue: the guard with the switch off costs at most
 //! 1.5× governor's `check()` on its default clock, the switch-on path at most 2×.
 
 use std::hint::black_box;
-use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::{Barrier, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion};
-use governor::{clock::MonotonicClock as GovernorStdClock, Quota, RateLimiter};
 use sluicegate::bucket::{Bucket, BucketParams};
-#[cfg(feature = "quanta")]
-use sluicegate::clock::QuantaClock;
 use sluicegate::clock::{Clock, MonotonicClock};
-use sluicegate::{Config, Gate, RejectReason, Request, SwitchMode};
-use tokio::sync::Semaphore;
+use sluicegate::RejectReason;
+
+mod fixtures;
+use fixtures::{
+    gate_in_flight_ceiling, gate_refused_rate, gate_switch_off, gate_switch_on_token,
+    governor_default_clock, governor_exhausted, governor_std_clock, request, semaphore,
+};
+#[cfg(feature = "quanta")]
+use fixtures::{quanta_gates, quanta_refused_gate};
 
 /// Criterion's group for one thread.
 const SINGLE: &str = "single_thread";
@@ -58,137 +63,6 @@ const DOUBLE: &str = "two_threads";
 
 /// When this run started: estimates older than this were written by an earlier run.
 static RUN_STARTED: OnceLock<SystemTime> = OnceLock::new();
-
-/// The request every sluicegate bench sends (no explicit urgency, no route: the default urgency).
-fn request() -> Request<'static> {
-    Request::url("/x")
-}
-
-/// Switch off (auto mode, nothing overloaded): the common case.
-fn gate_switch_off() -> Gate {
-    let gate = Gate::new(Config::default()).expect("default config is valid");
-    let permit = gate.try_acquire(&request());
-    assert!(permit.is_ok(), "switch off must admit");
-    drop(permit);
-    assert!(!gate.snapshot().switch.on, "switch must be off");
-    gate
-}
-
-/// Switch forced on, with a rate no benchmark can exhaust (one token per nanosecond, the bucket's
-/// finest interval) and a large burst: every call takes a token at once.
-fn gate_switch_on_token() -> Gate {
-    let mut config = Config::default();
-    config.gate.max_qps = (1e12).into();
-    config.gate.burst = Duration::from_secs(1);
-    let gate = Gate::new(config).expect("valid config");
-    gate.set_switch(SwitchMode::ForceOn);
-    let permit = gate.try_acquire(&request());
-    assert!(permit.is_ok(), "a token must be available");
-    drop(permit);
-    assert!(gate.snapshot().switch.on, "switch must be on");
-    gate
-}
-
-/// One token per second, no waiting: the config of the rate-refusal benches.
-fn refused_rate_config() -> Config {
-    let mut config = Config::default();
-    config.gate.max_qps = (1.0).into();
-    config.gate.non_urgent_qps = 1.0;
-    config.gate.request_timeout = Duration::ZERO;
-    config
-}
-
-/// Forces the switch on and takes the one token the drain left (which also splits the buckets):
-/// from then on every call is refused at once as rate-limited.
-fn exhausted<C: Clock>(gate: Gate<C>) -> Gate<C> {
-    gate.set_switch(SwitchMode::ForceOn);
-    drop(gate.try_acquire(&request()));
-    let refused = gate.try_acquire(&request()).map(drop);
-    assert!(
-        matches!(&refused, Err(r) if r.reason == RejectReason::RateLimited),
-        "expected a rate refusal, got {refused:?}"
-    );
-    gate
-}
-
-/// Switch forced on, bucket exhausted: every call is refused at once as rate-limited.
-fn gate_refused_rate() -> Gate {
-    exhausted(Gate::new(refused_rate_config()).expect("valid config"))
-}
-
-/// The switch-off and switch-on gates again, on the TSC clock governor uses by default: the same
-/// clock on both sides of the comparison.
-#[cfg(feature = "quanta")]
-fn quanta_gates() -> (Gate<QuantaClock>, Gate<QuantaClock>) {
-    let off = Gate::builder(Config::default())
-        .clock(QuantaClock::new())
-        .build()
-        .expect("default config is valid");
-    let mut config = Config::default();
-    config.gate.max_qps = (1e12).into();
-    config.gate.burst = Duration::from_secs(1);
-    let on = Gate::builder(config)
-        .clock(QuantaClock::new())
-        .build()
-        .expect("valid config");
-    on.set_switch(SwitchMode::ForceOn);
-    assert!(
-        on.try_acquire(&request()).is_ok(),
-        "a token must be available"
-    );
-    (off, on)
-}
-
-/// [`gate_refused_rate`] on the TSC clock, to compare with governor's denial on the same clock.
-#[cfg(feature = "quanta")]
-fn quanta_refused_gate() -> Gate<QuantaClock> {
-    exhausted(
-        Gate::builder(refused_rate_config())
-            .clock(QuantaClock::new())
-            .build()
-            .expect("valid config"),
-    )
-}
-
-/// `max_in_flight = 1` (and `max_running = 1`, which the validator requires): while the caller
-/// holds one permit, every call is refused by the hard ceiling, switch off.
-fn gate_in_flight_ceiling() -> Gate {
-    let mut config = Config::default();
-    config.gate.max_running = (1).into();
-    config.gate.max_in_flight = (1).into();
-    Gate::new(config).expect("valid config")
-}
-
-/// governor's `check()` with a quota that never runs out, on its default clock (`QuantaClock`).
-fn governor_default_clock() -> governor::DefaultDirectRateLimiter {
-    RateLimiter::direct(Quota::per_second(NonZeroU32::MAX))
-}
-
-/// A governor limiter on `std::time::Instant`, the clock sluicegate's default `MonotonicClock` reads.
-type GovernorStd = RateLimiter<
-    governor::state::NotKeyed,
-    governor::state::InMemoryState,
-    GovernorStdClock,
-    governor::middleware::NoOpMiddleware<<GovernorStdClock as governor::clock::Clock>::Instant>,
->;
-
-/// governor's `check()` with a quota that never runs out, on `std::time::Instant`.
-fn governor_std_clock() -> GovernorStd {
-    RateLimiter::direct_with_clock(Quota::per_second(NonZeroU32::MAX), GovernorStdClock)
-}
-
-/// governor's `check()` on a quota of one per second whose token is spent: denied.
-fn governor_exhausted() -> governor::DefaultDirectRateLimiter {
-    let limiter = RateLimiter::direct(Quota::per_second(NonZeroU32::MIN));
-    assert!(limiter.check().is_ok());
-    assert!(limiter.check().is_err(), "quota must be exhausted");
-    limiter
-}
-
-/// As many permits as the gate's default `max_in_flight`: `try_acquire` always succeeds.
-fn semaphore() -> Semaphore {
-    Semaphore::new(1000)
-}
 
 /// Measures `op` on one thread, or on two threads at once (see the crate docs for what the time
 /// means then).
