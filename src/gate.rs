@@ -955,13 +955,17 @@ enum Outcome {
 /// An admitted request. Release it with [`Permit::success`] or [`Permit::failure`]; dropping it counts
 /// as a success, or as a failure while the thread is panicking.
 #[must_use = "dropping the permit releases the request at once"]
+// The field order is fixed to go with `Rejection`'s (see there): `outcome` holds the niche that
+// tells `Ok` from `Err`, and `waited`, which release does not read, lies under the one word of a
+// rejection that is written in pieces.
+#[repr(C)]
 pub struct Permit<'g, C: Clock = MonotonicClock> {
+    outcome: Outcome,
     inner: &'g Inner<C>,
     /// The request's declared memory cost, given back on release.
     cost: u64,
-    started: Nanos,
     waited: Nanos,
-    outcome: Outcome,
+    started: Nanos,
 }
 
 impl<C: Clock> std::fmt::Debug for Permit<'_, C> {
@@ -1945,5 +1949,28 @@ impl<C: Clock> Inner<C> {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    /// Pins the layout the request path was measured with (see `Rejection`): if a compiler or an
+    /// edit moves these, the stall on store forwarding may come back, and this says where to look.
+    #[test]
+    fn a_result_is_a_permit_in_size_and_the_rejection_word_written_in_pieces_lies_over_waited() {
+        type P = Permit<'static, MonotonicClock>;
+        assert_eq!(size_of::<RejectReason>(), 8);
+        assert_eq!(size_of::<P>(), 40);
+        // The `Err` variant uses the niche of `outcome`: no separate tag word.
+        assert_eq!(size_of::<Result<P, Rejection>>(), size_of::<P>());
+        assert_eq!(offset_of!(P, outcome), 0);
+        // After the niche word, a rejection's words: reason, retry_after's seconds, then its
+        // nanoseconds with padding (the word written in pieces), over the permit's `waited`.
+        assert_eq!(offset_of!(Rejection, reason), 0);
+        assert_eq!(offset_of!(Rejection, retry_after), 8);
+        assert_eq!(offset_of!(P, waited), 8 + 16);
     }
 }
