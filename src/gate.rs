@@ -155,6 +155,12 @@ struct HotLimits {
     /// this many: the floor's rate times the latency, so that an urgent flood cannot take every
     /// slot from them.
     floor_slots: AtomicU64,
+    /// How many of the requests on the floor urgent requests need not count against their
+    /// ceiling: the floor's expected count in flight, times the share of the working level urgent
+    /// demand leaves. While urgent demand leaves room, the floor takes its slots beside the
+    /// urgent headroom; as urgent demand alone fills the working level, the floor's slots come
+    /// out of the urgent requests' instead, so that the service is not loaded past its ceiling.
+    floor_credit: AtomicU64,
     /// Whether any switch or ceiling figure is learned: the self-tuning behaviours (urgent reserve,
     /// work-conserving tokens, deadline-aware waiting, a calm second before the switch turns off)
     /// apply then; a config of fixed numbers behaves as the seed's gate.
@@ -458,6 +464,10 @@ impl MemoryFit {
 struct Inner<C: Clock> {
     clock: C,
     in_flight: CachePadded<InFlight>,
+    /// The requests in flight that entered on the non-urgent floor above the ceiling (part of
+    /// `in_flight`): urgent requests do not count them against the ceiling, so the floor takes
+    /// its slots next to the urgent headroom, not out of it.
+    floor_in_flight: CachePadded<InFlight>,
     /// Declared memory costs of the requests in flight, in bytes.
     declared: CachePadded<AtomicU64>,
     waiters: CachePadded<AtomicU64>,
@@ -581,6 +591,7 @@ impl<C: Clock> GateBuilder<C> {
         let inner = Inner {
             clock: self.clock,
             in_flight: CachePadded::new(InFlight::new()),
+            floor_in_flight: CachePadded::new(InFlight::new()),
             declared: CachePadded::new(AtomicU64::new(0)),
             waiters: CachePadded::new(AtomicU64::new(0)),
             switch: CachePadded::new(SwitchCell::new(gate.switch)),
@@ -889,6 +900,7 @@ impl<C: Clock> Gate<C> {
         Snapshot {
             at: Duration::from_nanos(now),
             in_flight,
+            floor_in_flight: inner.floor_in_flight.current(),
             waiters: inner.waiters.load(Ordering::Acquire),
             declared_bytes: inner.declared.load(Ordering::Relaxed),
             trimmed_mean: figures.trimmed_mean.map(Duration::from_nanos),
@@ -912,6 +924,8 @@ impl<C: Clock> Gate<C> {
                 max_avg_latency: Duration::from_nanos(thresholds.max_avg_latency),
                 max_qps: thresholds.whole_rate,
                 max_in_flight: inner.hot.max_in_flight.load(Ordering::Relaxed),
+                floor_slots: inner.hot.floor_slots.load(Ordering::Relaxed),
+                floor_credit: inner.hot.floor_credit.load(Ordering::Relaxed),
                 shared_in_flight: inner.hot.shared_cap.load(Ordering::Relaxed),
                 max_wait: Duration::from_nanos(inner.hot.max_wait.load(Ordering::Relaxed)),
                 memory_soft_in_flight: inner.hot.memory_soft_cap.load(Ordering::Relaxed),
@@ -962,10 +976,51 @@ enum Outcome {
 pub struct Permit<'g, C: Clock = MonotonicClock> {
     outcome: Outcome,
     inner: &'g Inner<C>,
-    /// The request's declared memory cost, given back on release.
-    cost: u64,
+    /// The declared memory cost and the kind of slot, given back on release.
+    charge: Charge,
     waited: Nanos,
     started: Nanos,
+}
+
+/// What a permit gives back on release besides a slot: its declared memory cost, and whether its
+/// slot is on the non-urgent floor. One word, so that the permit stays as small as measured (see
+/// `Rejection`): costs are at most [`MAX_COST`](crate::request::MAX_COST), so the top bit is free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Charge(u64);
+
+impl Charge {
+    const FLOOR: u64 = 1 << 63;
+
+    #[inline]
+    fn new(cost: u64, slot: Slot) -> Self {
+        match slot {
+            Slot::Regular => Charge(cost),
+            Slot::Floor => Charge(cost | Self::FLOOR),
+        }
+    }
+
+    #[inline]
+    fn cost(self) -> u64 {
+        self.0 & !Self::FLOOR
+    }
+
+    #[inline]
+    fn slot(self) -> Slot {
+        if self.0 & Self::FLOOR == 0 {
+            Slot::Regular
+        } else {
+            Slot::Floor
+        }
+    }
+}
+
+/// Where an admitted request holds its in-flight slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// Below the ceiling (or, urgent, in its headroom).
+    Regular,
+    /// On the non-urgent floor, above the ceiling (counted in `Inner::floor_in_flight` too).
+    Floor,
 }
 
 impl<C: Clock> std::fmt::Debug for Permit<'_, C> {
@@ -1000,7 +1055,7 @@ impl<C: Clock> Drop for Permit<'_, C> {
         } else {
             self.outcome
         };
-        self.inner.release(self.started, outcome, self.cost);
+        self.inner.release(self.started, outcome, self.charge);
     }
 }
 
@@ -1209,14 +1264,19 @@ impl<C: Clock> Inner<C> {
             self.charge(cost)?;
         }
         let shared = self.hot.shared_cap.load(Ordering::Relaxed);
-        if !self.in_flight.try_enter(shared) {
-            if let Err(rejection) = self.enter_near_ceiling(now, class) {
-                if cost > 0 {
-                    self.declared.fetch_sub(cost, Ordering::Relaxed);
+        let slot = if self.in_flight.try_enter(shared) {
+            Slot::Regular
+        } else {
+            match self.enter_near_ceiling(now, class) {
+                Ok(slot) => slot,
+                Err(rejection) => {
+                    if cost > 0 {
+                        self.declared.fetch_sub(cost, Ordering::Relaxed);
+                    }
+                    return Err(rejection);
                 }
-                return Err(rejection);
             }
-        }
+        };
         let seq = self.stripes.admit();
         let started = if seq & self.hot.sample_mask.load(Ordering::Relaxed) == 0 {
             let now = now.unwrap_or_else(|| self.clock.now());
@@ -1227,10 +1287,10 @@ impl<C: Clock> Inner<C> {
         };
         Ok(Permit {
             inner: self,
-            cost,
             started,
             waited,
             outcome: Outcome::Succeeded,
+            charge: Charge::new(cost, slot),
         })
     }
 
@@ -1249,18 +1309,20 @@ impl<C: Clock> Inner<C> {
 
     /// Above the shared level: urgent requests may use the rest of the in-flight ceiling (up to the
     /// level where memory reaches its hard ceiling); non-urgent requests are refused, except between
-    /// the memory marks, where a share of them shrinking from all to none is admitted.
+    /// the memory marks, where a share of them shrinking from all to none is admitted, and on the
+    /// non-urgent floor. Requests on the floor do not count against the urgent requests' ceiling:
+    /// the floor's slots lie beside the urgent headroom, not in it.
     #[cold]
     fn enter_near_ceiling(
         &self,
         now: Option<Nanos>,
         class: Class<'_, '_>,
-    ) -> Result<(), Rejection> {
+    ) -> Result<Slot, Rejection> {
         let urgency = match class {
             Class::Known(u) => u,
             Class::Floor => {
-                if self.in_flight.try_enter(self.hot.floor_cap()) {
-                    return Ok(());
+                if self.enter_floor() {
+                    return Ok(Slot::Floor);
                 }
                 return Err(self.refuse(RejectReason::InFlightCeiling, None));
             }
@@ -1284,7 +1346,12 @@ impl<C: Clock> Inner<C> {
         let ceiling = hot.max_in_flight.load(Ordering::Relaxed);
         let memory_hard = hot.memory_hard_cap.load(Ordering::Relaxed);
         let cap = match urgency {
-            Urgency::Urgent => ceiling.min(memory_hard),
+            Urgency::Urgent => {
+                let credit = hot.floor_credit.load(Ordering::Relaxed);
+                ceiling
+                    .saturating_add(self.floor_in_flight.current().min(credit))
+                    .min(memory_hard)
+            }
             Urgency::NonUrgent => {
                 let soft = hot.memory_soft_cap.load(Ordering::Relaxed);
                 let n = self.in_flight.current();
@@ -1303,16 +1370,14 @@ impl<C: Clock> Inner<C> {
             }
         };
         if self.in_flight.try_enter(cap) {
-            return Ok(());
+            return Ok(Slot::Regular);
         }
         // The non-urgent floor: whatever urgent demand takes, non-urgent requests get
         // `non_urgent_qps` of the ceiling.
         if urgency == Urgency::NonUrgent && hot.learning.load(Ordering::Relaxed) {
             let now = now.unwrap_or_else(|| self.clock.now());
-            if self.non_urgent.reserve(now, 0, &hot.bucket(false)).is_ok()
-                && self.in_flight.try_enter(hot.floor_cap())
-            {
-                return Ok(());
+            if self.non_urgent.reserve(now, 0, &hot.bucket(false)).is_ok() && self.enter_floor() {
+                return Ok(Slot::Floor);
             }
         }
         let n = self.in_flight.current();
@@ -1328,6 +1393,17 @@ impl<C: Clock> Inner<C> {
         Err(self.refuse(reason, None))
     }
 
+    /// Takes a slot on the non-urgent floor if the floor's level allows. The floor's own count
+    /// rises after the slot is taken and falls before it is given back (see [`Inner::release`]),
+    /// so that urgent requests never see more floor requests than there are.
+    fn enter_floor(&self) -> bool {
+        if !self.in_flight.try_enter(self.hot.floor_cap()) {
+            return false;
+        }
+        self.floor_in_flight.try_enter(u64::MAX);
+        true
+    }
+
     /// Counts a classified request: the urgent share of demand sizes the urgent reserve.
     #[inline]
     fn count_class(&self, urgency: Urgency) {
@@ -1338,8 +1414,12 @@ impl<C: Clock> Inner<C> {
     }
 
     #[inline]
-    fn release(&self, started: Nanos, outcome: Outcome, cost: u64) {
+    fn release(&self, started: Nanos, outcome: Outcome, charge: Charge) {
+        if charge.slot() == Slot::Floor {
+            self.floor_in_flight.leave();
+        }
         self.in_flight.leave();
+        let cost = charge.cost();
         if cost > 0 {
             self.declared.fetch_sub(cost, Ordering::Relaxed);
         }
@@ -1807,13 +1887,20 @@ impl<C: Clock> Inner<C> {
         // as urgent demand alone fills the working level: urgent requests are then limited too, so
         // the service never drowns, but any urgent request still beats every non-urgent one to a
         // freed slot. There is none with a fixed `max_in_flight`.
-        let headroom = if g.max_in_flight.is_auto() {
+        let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
+        let (headroom, floor_credit) = if g.max_in_flight.is_auto() {
             let need = m.urgent_need.min(working as f64);
-            let spread = 3.0 * need.sqrt() * (1.0 - need / working as f64);
-            spread.max(0.0) as u64 + URGENT_HEADROOM_MIN
+            let left = 1.0 - need / working as f64;
+            let spread = 3.0 * need.sqrt() * left;
+            let credit = (g.non_urgent_qps * latency * left).ceil();
+            (
+                spread.max(0.0) as u64 + URGENT_HEADROOM_MIN,
+                credit.clamp(0.0, u32::MAX as f64) as u64,
+            )
         } else {
-            0
+            (0, 0)
         };
+        hot.floor_credit.store(floor_credit, Ordering::Relaxed);
         let ceiling = g
             .max_in_flight
             .clamp(working.saturating_add(headroom))
@@ -1840,7 +1927,6 @@ impl<C: Clock> Inner<C> {
         };
         hot.max_in_flight.store(ceiling, Ordering::Relaxed);
         m.ceiling_bounded = learned.ceiling.is_some_and(|c| working < c);
-        let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
         // Twice the floor's own count in flight, and two: room for its bursts.
         let floor_slots = (2.0 * g.non_urgent_qps * latency).ceil() + 2.0;
         // Only above a learned ceiling, and never past its bound: a number the user set holds.

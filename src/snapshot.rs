@@ -15,6 +15,8 @@ pub struct Snapshot {
     pub at: Duration,
     /// Admitted requests not yet released.
     pub in_flight: u64,
+    /// Of those, the non-urgent requests admitted on their floor above the ceiling.
+    pub floor_in_flight: u64,
     /// Requests waiting for a token.
     pub waiters: u64,
     /// Declared memory costs ([`crate::Request::with_cost`]) of the requests in flight, bytes.
@@ -64,6 +66,14 @@ pub struct Limits {
     pub max_qps: f64,
     /// Hard in-flight ceiling (`max_in_flight`); urgent requests may use all of it.
     pub max_in_flight: u64,
+    /// Non-urgent requests admitted on their floor (`non_urgent_qps`) may go this far above
+    /// `max_in_flight`: room for the floor's own count in flight.
+    pub floor_slots: u64,
+    /// How many requests on the non-urgent floor urgent requests do not count against
+    /// `max_in_flight`: the floor's expected count in flight times the share of the working level
+    /// urgent demand leaves (0 once urgent demand alone fills it, or with a fixed
+    /// `max_in_flight`). So the floor takes its slots beside the urgent headroom, not out of it.
+    pub floor_credit: u64,
     /// In-flight level up to which requests enter without being classified: the ceiling less the
     /// share kept for urgent requests, and below the soft memory mark.
     pub shared_in_flight: u64,

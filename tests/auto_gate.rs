@@ -655,8 +655,59 @@ fn an_urgent_flood_lands_on_the_learned_ceiling_within_a_few_ticks() {
     for s in log.since(settled) {
         let ceiling = s.learned.ceiling.unwrap();
         assert!(s.in_flight <= ceiling + 2, "{}\n{trace}", show(s));
+        // Nor do requests on the non-urgent floor add to it: they displace urgent ones.
+        assert_eq!(s.limits.floor_credit, 0, "{:?}", s.limits);
     }
     assert!(log.since(settled).count() >= 9, "{trace}");
+}
+
+#[test]
+fn requests_on_the_non_urgent_floor_leave_the_urgent_headroom_whole() {
+    // A non-urgent flood beside light urgent traffic, as in `priority-flood`; then, at one
+    // instant, the working level is filled with non-urgent requests, more take the floor, and
+    // urgent requests must still find every slot of their headroom.
+    let (gate, clock, _) = gate_with(with_reports_non_urgent());
+    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
+    let mut streams = vec![
+        Stream::new(Request::url("/pay"), 150.0),
+        Stream::new(Request::url("/report/monthly"), 50.0),
+    ];
+    let mut log = Log::default();
+    service.run(&mut streams, 5.0, log.keep());
+    streams[0].rate = 40.0;
+    streams[1].rate = 3.0 * CAPACITY;
+    service.run(&mut streams, 5.0, log.keep());
+    drop(service);
+    // A tick now, then less than a tick later (no limit changes meanwhile): the floor's bucket
+    // has refilled a little.
+    let at = gate.snapshot();
+    clock.advance(ms(90));
+    let limits = at.limits;
+    let trace = log.show(8.0);
+    assert_eq!(at.in_flight, 0, "{}", show(&at));
+    assert!(limits.floor_credit >= 1, "{limits:?}\n{trace}");
+    let headroom = limits.max_in_flight - limits.shared_in_flight;
+    assert!(headroom >= 2, "{limits:?}");
+    let non_urgent = Request::url("/report/monthly");
+    let mut held = hold(&gate, &non_urgent, limits.shared_in_flight as usize);
+    while (held.len() as u64) < limits.shared_in_flight + limits.floor_credit {
+        match gate.try_acquire(&non_urgent) {
+            Ok(permit) => held.push(permit),
+            Err(_) => break,
+        }
+    }
+    let on_floor = held.len() as u64 - limits.shared_in_flight;
+    assert!(on_floor >= 1, "no floor token: {limits:?}");
+    assert_eq!(gate.snapshot().floor_in_flight, on_floor);
+    let urgent = Request::url("/pay");
+    let mut admitted = 0;
+    while gate.try_acquire(&urgent).map(|p| held.push(p)).is_ok() {
+        admitted += 1;
+        assert!(admitted <= headroom, "past the headroom: {limits:?}");
+    }
+    assert_eq!(admitted, headroom, "{on_floor} on the floor: {limits:?}");
+    drop(held);
+    assert_eq!(gate.snapshot().floor_in_flight, 0);
 }
 
 #[test]

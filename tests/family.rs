@@ -699,22 +699,20 @@ fn sluicegate_auto_meets_the_bars_on_the_backend_family() {
     );
 }
 
-/// The bars `sluicegate-auto` missed at the last review (issue 5, session 4: 222 of 248 met), by
+/// The bars `sluicegate-auto` missed at the last review (issue 5, session 5: 224 of 248 met), by
 /// the start of the bar (without the name of the best peer) and the scenario. The closing note of
 /// that session says by how much each is missed and what would close it.
 const KNOWN_MISSES: &[(&str, &str)] = &[
     ("urgent success >= 0.999", "200rps-50ms priority-flood"),
     ("p99 ms <= SLO", "200rps-50ms step 0.5x"),
     ("p99 ms <= SLO", "200rps-50ms step 0.9x"),
-    ("p99 ms <= SLO", "200rps-50ms step 1.5x"),
     ("p99 ms <= SLO", "200rps-50ms step 10x"),
-    ("goodput >= every peer's", "200rps-50ms step 5x"),
     ("urgent success >= every peer's", "200rps-500ms step 1.5x"),
     ("goodput >= every peer's", "200rps-500ms step 2x"),
     ("goodput >= every peer's", "200rps-500ms step 5x"),
     ("goodput >= every peer's", "200rps-500ms step 10x"),
-    ("convergence ms <= 300", "1000rps-100ms step 5x"),
     ("goodput >= every peer's", "1000rps-100ms step 2x"),
+    ("goodput >= every peer's", "1000rps-100ms step 5x"),
     ("goodput >= every peer's", "1000rps-100ms step 10x"),
     ("convergence ms <= 300", "3200rps-20ms step 5x"),
     ("goodput >= every peer's", "3200rps-20ms step 5x"),
@@ -724,11 +722,11 @@ const KNOWN_MISSES: &[(&str, &str)] = &[
     ("goodput >= every peer's", "10000rps-1ms step 10x"),
     ("convergence ms <= 300", "10000rps-5ms step 5x"),
     ("convergence ms <= 300", "50000rps-1ms step 5x"),
-    ("goodput >= every peer's", "50000rps-1ms step 5x"),
     ("goodput >= every peer's", "50000rps-1ms step 10x"),
     ("convergence ms <= 300", "50000rps-20ms step 5x"),
     ("goodput >= every peer's", "50000rps-20ms step 2x"),
     ("goodput >= every peer's", "50000rps-20ms step 5x"),
+    ("goodput >= every peer's", "50000rps-20ms step 10x"),
 ];
 
 /// A regression guard while the bars are not all met: every bar met at the last review is still
