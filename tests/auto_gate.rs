@@ -559,20 +559,32 @@ fn with_reports_non_urgent() -> Config {
     config
 }
 
-/// An urgent and a non-urgent stream: calm for 5 s, then `flood` for 5 s; returns the tallies of
-/// the last 5 s of the flood (after 5 more seconds).
-fn mixed(urgent: f64, non_urgent: f64) -> (Tally, Tally, Log) {
-    let (gate, clock, _) = gate_with(with_reports_non_urgent());
-    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
+/// An urgent (`/pay`) and a non-urgent (`/report/monthly`) stream: calm for 5 s, then at the
+/// given rates for 5 s. Returns the service, still running at those rates.
+fn calm_then_mixed<'g>(
+    gate: &'g Gate<ManualClock>,
+    clock: &ManualClock,
+    urgent: f64,
+    non_urgent: f64,
+    log: &mut Log,
+) -> (Service<'g>, Vec<Stream>) {
+    let mut service = Service::new(gate, clock, WORKERS, SERVICE);
     let mut streams = vec![
         Stream::new(Request::url("/pay"), 150.0),
         Stream::new(Request::url("/report/monthly"), 50.0),
     ];
-    let mut log = Log::default();
     service.run(&mut streams, 5.0, log.keep());
     streams[0].rate = urgent;
     streams[1].rate = non_urgent;
     service.run(&mut streams, 5.0, log.keep());
+    (service, streams)
+}
+
+/// [`calm_then_mixed`]; returns the tallies of the last 5 s of the flood (after 5 more seconds).
+fn mixed(urgent: f64, non_urgent: f64) -> (Tally, Tally, Log) {
+    let (gate, clock, _) = gate_with(with_reports_non_urgent());
+    let mut log = Log::default();
+    let (mut service, mut streams) = calm_then_mixed(&gate, &clock, urgent, non_urgent, &mut log);
     let (u, n) = (streams[0].tally, streams[1].tally);
     service.run(&mut streams, 5.0, log.keep());
     (streams[0].tally.since(&u), streams[1].tally.since(&n), log)
@@ -667,17 +679,14 @@ fn requests_on_the_non_urgent_floor_leave_the_urgent_headroom_whole() {
     // instant, the working level is filled with non-urgent requests, more take the floor, and
     // urgent requests must still find every slot of their headroom.
     let (gate, clock, _) = gate_with(with_reports_non_urgent());
-    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
-    let mut streams = vec![
-        Stream::new(Request::url("/pay"), 150.0),
-        Stream::new(Request::url("/report/monthly"), 50.0),
-    ];
     let mut log = Log::default();
-    service.run(&mut streams, 5.0, log.keep());
-    streams[0].rate = 40.0;
-    streams[1].rate = 3.0 * CAPACITY;
-    service.run(&mut streams, 5.0, log.keep());
-    drop(service);
+    drop(calm_then_mixed(
+        &gate,
+        &clock,
+        40.0,
+        3.0 * CAPACITY,
+        &mut log,
+    ));
     // A tick now, then less than a tick later (no limit changes meanwhile): the floor's bucket
     // has refilled a little.
     let at = gate.snapshot();
