@@ -67,6 +67,14 @@
 //!   gets faster, clean rounds well below the base replace the older ones ([`FASTER_ROUNDS`]), and
 //!   while saturated a lower latency with a higher rate triggers a probe ([`FASTER_LATENCY`],
 //!   [`FASTER_RATE`]).
+//! * **A slow, spread-out service at its usual load.** With few completions a tick and service
+//!   times spread as widely as their mean, the rounds kept as clean are the quicker ones, the
+//!   base sits below the true mean latency, and the latency of now reads as a queue. A queue seen
+//!   without refusals therefore counts as saturation only when the requests in flight are growing
+//!   too ([`BACKLOG_SIGMAS`]): a saturated service that nothing turns away gathers a backlog, one
+//!   that keeps up does not. (Taken as saturation, it set the ceiling at a knee from the rate
+//!   offered, and the ceiling then held the rate there: 200 rps at 500 ms lost a third of its
+//!   requests at half its capacity.)
 //! * **Noise.** Rates and latencies are smoothed over at least [`RATE_SAMPLES`] completions and
 //!   [`LATENCY_SAMPLES`] latencies, so that a slow service (few completions per tick) is not judged
 //!   on a handful of requests.
@@ -94,6 +102,7 @@
 //!         latency_count: 40,
 //!         in_flight: 20,
 //!         ceiling_refused: false,
+//!         turned_away: false,
 //!     });
 //! }
 //! let learned = e.learned();
@@ -171,6 +180,9 @@ pub const FLAT_TICKS: u32 = 2;
 /// Ticks in a row showing a queue (without the ceiling refusing) that mean the service is
 /// saturated.
 pub const QUEUED_TICKS: u32 = 3;
+/// A queue seen without refusals counts as saturation only once the requests in flight have grown
+/// by this many standard deviations (square roots of their count) since it showed.
+pub const BACKLOG_SIGMAS: f64 = 3.0;
 /// Latency above `QUEUE_SIGNAL × base` means a queue has formed: the service is saturated.
 pub const QUEUE_SIGNAL: f64 = 1.2;
 
@@ -239,6 +251,10 @@ pub struct TickSample {
     pub in_flight: u64,
     /// Whether the in-flight ceiling refused a request since the previous tick.
     pub ceiling_refused: bool,
+    /// Whether the gate refused any request since the previous tick, for whatever reason (the
+    /// ceiling, memory, the rate): demand then exceeded what was admitted, so requests in flight
+    /// that stay level do not show that the service keeps up with demand.
+    pub turned_away: bool,
 }
 
 /// The learned figures, as [`crate::Snapshot::learned`] shows them.
@@ -317,6 +333,8 @@ pub struct Estimator {
     settled: bool,
     /// Ticks in a row whose latency showed a queue.
     queued_ticks: u32,
+    /// The requests in flight when the current run of queued ticks began.
+    streak_from: u64,
     /// Ticks in a row on which the requests in flight, at the rate measured, showed a queue.
     implied_ticks: u32,
     /// Mean completion rate of the ticks the service was saturated in (the ceiling refusing
@@ -387,6 +405,7 @@ impl Estimator {
             in_flight_at_first_round: 0,
             settled: false,
             queued_ticks: 0,
+            streak_from: 0,
             implied_ticks: 0,
             saturated: None,
             steady_from: 0,
@@ -458,12 +477,23 @@ impl Estimator {
         let crowded = self
             .knee_exact()
             .is_some_and(|k| s.in_flight as f64 > QUEUE_SIGNAL * k);
-        self.queued_ticks = if queued && (crowded || s.ceiling_refused) {
-            self.queued_ticks + 1
-        } else {
-            0
+        let streak = queued && (crowded || s.ceiling_refused);
+        if streak && self.queued_ticks == 0 {
+            self.streak_from = s.in_flight;
+        }
+        self.queued_ticks = if streak { self.queued_ticks + 1 } else { 0 };
+        // Without refusals, a lasting queue must also be a growing one. A saturated service that
+        // nothing turns away gathers a backlog; a latency above the base with the requests in
+        // flight steady, and nothing turned away, means that completions keep up with demand. That happens at the usual
+        // load of a service with widely spread service times, whose base is measured from the
+        // quicker rounds: taken as saturation, it set the ceiling at a knee from the rate offered,
+        // and the ceiling then held the rate there (seen: 200 rps, 500 ms, at half its capacity).
+        let backlog = {
+            let from = self.streak_from as f64;
+            s.in_flight as f64 - from >= BACKLOG_SIGMAS * from.sqrt().max(1.0)
         };
-        if queued && (s.ceiling_refused || self.queued_ticks >= QUEUED_TICKS) {
+        let lasting = self.queued_ticks >= QUEUED_TICKS && (backlog || s.turned_away);
+        if queued && (s.ceiling_refused || lasting) {
             // A queue has formed while the ceiling turned requests away, or has lasted: the
             // service is saturated and the measured rate is its capacity, so the floor that carried
             // the capacity past what was measured can go. (A single queued tick without refusals

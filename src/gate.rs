@@ -1737,6 +1737,7 @@ impl<C: Clock> Inner<C> {
             // service's room.
             let ceiling_refused =
                 totals.refused_in_flight > last.refused_in_flight && !m.ceiling_bounded;
+            let turned_away = totals.refused() > last.refused();
             let learned = m.estimator.observe(&TickSample {
                 now,
                 elapsed,
@@ -1745,6 +1746,7 @@ impl<C: Clock> Inner<C> {
                 latency_count,
                 in_flight,
                 ceiling_refused,
+                turned_away,
             });
             m.learned = learned;
             let demand = asked(&totals).saturating_sub(asked(&last))

@@ -87,6 +87,7 @@ impl Service {
             latency_count: completed as u64,
             in_flight: self.in_flight.round() as u64,
             ceiling_refused: refused,
+            turned_away: refused,
         }
     }
 }
@@ -442,6 +443,7 @@ fn capacity_grows_after_two_flat_ticks_by_at_most_the_growth_factor_and_at_most_
             latency_count: 22,
             in_flight: 11,
             ceiling_refused: refused,
+            turned_away: refused,
         })
     };
     for i in 0..50 {
@@ -648,4 +650,47 @@ fn the_estimator_is_deterministic() {
     let b = saturated();
     let learned = |r: &Run| r.trace.iter().map(|s| s.learned).collect::<Vec<_>>();
     assert_eq!(learned(&a), learned(&b));
+}
+
+/// One tick of a service completing 40 requests a tick (400/s) at `latency_ms`, with `in_flight`
+/// requests in flight and nothing refused.
+fn tick_at(i: u64, latency_ms: u64, in_flight: u64) -> TickSample {
+    TickSample {
+        now: i * TICK,
+        elapsed: TICK,
+        completed: 40,
+        latency_sum: 40 * latency_ms * 1_000_000,
+        latency_count: 40,
+        in_flight,
+        ceiling_refused: false,
+        turned_away: false,
+    }
+}
+
+#[test]
+fn a_latency_above_the_base_with_the_requests_in_flight_steady_is_not_taken_as_saturation() {
+    // Settled at 50 ms and 20 in flight; then latency 30 % up (a queue signal) and the requests
+    // in flight up with it by Little's law (26, above the knee by a fifth), but no longer
+    // growing: demand and completions match, so the service keeps up.
+    let mut e = Estimator::new();
+    let mut i = 1;
+    while i <= 60 {
+        e.observe(&tick_at(i, 50, 20));
+        i += 1;
+    }
+    assert!(e.learned().settled);
+    assert!(!e.learned().confirmed);
+    for _ in 0..30 {
+        e.observe(&tick_at(i, 65, 26));
+        i += 1;
+        assert!(!e.learned().confirmed, "confirmed at tick {i}");
+    }
+    // The same queue signal with a backlog growing by 10 requests a tick is saturation.
+    let mut in_flight = 26;
+    for _ in 0..10 {
+        in_flight += 10;
+        e.observe(&tick_at(i, 65, in_flight));
+        i += 1;
+    }
+    assert!(e.learned().confirmed, "{:?}", e.learned());
 }
