@@ -40,7 +40,8 @@
 //! The traps, and what avoids them:
 //! * **The start.** The first completions are the quickest requests of those sent at the start;
 //!   their latency is not the service's. Nothing is used until [`STARTUP_LATENCIES`] latencies
-//!   have passed and either [`SETTLED_ROUNDS`] clean rounds were measured with in-flight steady,
+//!   have passed and either [`SETTLED_ROUNDS`] clean rounds were measured while the latency the
+//!   requests in flight imply (Little's law) held steady ([`CLIMBING`]),
 //!   or a probe measured the base (see [`Learned::settled`]); until then the configured or the
 //!   seed's figures stand.
 //! * **Measuring throughput while throttling.** If the ceiling is below the knee, the measured rate
@@ -70,9 +71,10 @@
 //! * **A slow, spread-out service at its usual load.** With few completions a tick and service
 //!   times spread as widely as their mean, the rounds kept as clean are the quicker ones, the
 //!   base sits below the true mean latency, and the latency of now reads as a queue. A queue seen
-//!   without refusals therefore counts as saturation only when the requests in flight are growing
-//!   too ([`BACKLOG_SIGMAS`]): a saturated service that nothing turns away gathers a backlog, one
-//!   that keeps up does not. (Taken as saturation, it set the ceiling at a knee from the rate
+//!   without refusals therefore counts as saturation only when the requests in flight grow too
+//!   ([`BACKLOG_SIGMAS`]) while the completion rate stays flat ([`RATE_FLAT`]), over two
+//!   latencies at least: a saturated service that nothing turns away gathers a backlog, one that
+//!   keeps up does not, and a rise of the load it serves raises its completions too. (Taken as saturation, it set the ceiling at a knee from the rate
 //!   offered, and the ceiling then held the rate there: 200 rps at 500 ms lost a third of its
 //!   requests at half its capacity.)
 //! * **Noise.** Rates and latencies are smoothed over at least [`RATE_SAMPLES`] completions and
@@ -168,9 +170,13 @@ pub const SHALLOW_PROBE_RATE: f64 = 0.97;
 pub const MIN_PROBE_DEPTH: f64 = 0.05;
 /// A probe that finds a base below this share of the previous one is followed by another.
 pub const REPROBE: f64 = 0.9;
-/// Before the base latency is settled, a round this much slower than the first means a queue is
-/// building.
-pub const CLIMBING: f64 = 1.5;
+/// Before the base latency is settled, requests in flight that imply (Little's law) a latency
+/// this many times the one they implied at the first round mean a queue is building. Three
+/// times: on a slow service the first round implies too little (its completions lag the filling
+/// pipeline by a tick) and a tick of a few completions too much (seen at 500 ms a request, no
+/// queue: 0.29 s, then 0.61 s a second later). A flood that the unlearned ceiling does not stop
+/// triples it within a few ticks.
+pub const CLIMBING: f64 = 3.0;
 /// Rounds the median is taken over.
 pub const ROUNDS: usize = 31;
 /// Latency at most `GROWTH_SIGNAL × base` while the ceiling refuses means the service has room.
@@ -181,8 +187,11 @@ pub const FLAT_TICKS: u32 = 2;
 /// saturated.
 pub const QUEUED_TICKS: u32 = 3;
 /// A queue seen without refusals counts as saturation only once the requests in flight have grown
-/// by this many standard deviations (square roots of their count) since it showed.
+/// by this many standard deviations (square roots of their count) while the completion rate
+/// stayed flat.
 pub const BACKLOG_SIGMAS: f64 = 3.0;
+/// "Flat": the completion rate has not risen above this multiple of where it was.
+pub const RATE_FLAT: f64 = 1.05;
 /// Latency above `QUEUE_SIGNAL × base` means a queue has formed: the service is saturated.
 pub const QUEUE_SIGNAL: f64 = 1.2;
 
@@ -328,13 +337,16 @@ pub struct Estimator {
     /// The lowest latency of any tick so far.
     lowest_latency: Option<f64>,
     /// Requests in flight when the first clean round since the ring was last cleared was taken.
-    in_flight_at_first_round: u64,
+    /// The latency the requests in flight implied (Little's law) when the first clean round of
+    /// the base was measured: see [`Estimator::climbed`].
+    implied_at_first_round: Option<f64>,
     /// Whether the figures rest on enough measurements (see [`Estimator::try_settle`]).
     settled: bool,
     /// Ticks in a row whose latency showed a queue.
     queued_ticks: u32,
-    /// The requests in flight when the current run of queued ticks began.
-    streak_from: u64,
+    /// The requests in flight, the smoothed completion rate and the time when the current run of
+    /// queued ticks began, or its completion rate last rose.
+    streak_from: (u64, f64, Nanos),
     /// Ticks in a row on which the requests in flight, at the rate measured, showed a queue.
     implied_ticks: u32,
     /// Mean completion rate of the ticks the service was saturated in (the ceiling refusing
@@ -402,10 +414,10 @@ impl Estimator {
             rate_at_base: None,
             tick_rate: None,
             lowest_latency: None,
-            in_flight_at_first_round: 0,
+            implied_at_first_round: None,
             settled: false,
             queued_ticks: 0,
-            streak_from: 0,
+            streak_from: (0, 0.0, 0),
             implied_ticks: 0,
             saturated: None,
             steady_from: 0,
@@ -453,12 +465,7 @@ impl Estimator {
         // lag a queue by a whole latency, the requests in flight do not.
         // The higher of the smoothed rate and the tick's: the smoothed one lags a rise in the
         // requests in flight, and a lagging rate would read as a queue.
-        let implied = match (self.rate, self.tick_rate) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        }
-        .filter(|r| *r > 0.0)
-        .map(|r| s.in_flight as f64 / r * 1e9);
+        let implied = self.implied_latency(s.in_flight);
         let implied_high = s.ceiling_refused
             && self.probe.is_none()
             && matches!((implied, self.base_latency()), (Some(i), Some(b)) if i > QUEUE_SIGNAL * b);
@@ -478,19 +485,30 @@ impl Estimator {
             .knee_exact()
             .is_some_and(|k| s.in_flight as f64 > QUEUE_SIGNAL * k);
         let streak = queued && (crowded || s.ceiling_refused);
-        if streak && self.queued_ticks == 0 {
-            self.streak_from = s.in_flight;
+        // Without refusals, a lasting queue must also be a growing one: a saturated service that
+        // nothing turns away gathers a backlog, more requests in flight while its completions
+        // stay flat. A latency above the base while completions keep up with demand is no
+        // saturation: that is the usual load of a service with widely spread service times,
+        // whose base comes from the quicker rounds. Taken as saturation, it set the ceiling at a
+        // knee from the rate offered, and the ceiling then held the rate there (seen: 200 rps,
+        // 500 ms, at half its capacity). The growth counts from the last time the completion
+        // rate rose (the requests in flight of a higher load that is served are no backlog), and
+        // over two latencies at least (the completions of a higher load lag it by one).
+        let rate = self.rate.unwrap_or(0.0);
+        if streak {
+            let (_, rate_from, _) = self.streak_from;
+            if self.queued_ticks == 0 || rate > RATE_FLAT * rate_from {
+                self.streak_from = (s.in_flight, rate, s.now);
+            }
         }
         self.queued_ticks = if streak { self.queued_ticks + 1 } else { 0 };
-        // Without refusals, a lasting queue must also be a growing one. A saturated service that
-        // nothing turns away gathers a backlog; a latency above the base with the requests in
-        // flight steady, and nothing turned away, means that completions keep up with demand. That happens at the usual
-        // load of a service with widely spread service times, whose base is measured from the
-        // quicker rounds: taken as saturation, it set the ceiling at a knee from the rate offered,
-        // and the ceiling then held the rate there (seen: 200 rps, 500 ms, at half its capacity).
         let backlog = {
-            let from = self.streak_from as f64;
-            s.in_flight as f64 - from >= BACKLOG_SIGMAS * from.sqrt().max(1.0)
+            let (from, _, since) = self.streak_from;
+            let long = self
+                .latency
+                .is_some_and(|l| s.now.saturating_sub(since) as f64 >= 2.0 * l);
+            let from = from as f64;
+            long && s.in_flight as f64 - from >= BACKLOG_SIGMAS * from.sqrt().max(1.0)
         };
         let lasting = self.queued_ticks >= QUEUED_TICKS && (backlog || s.turned_away);
         if queued && (s.ceiling_refused || lasting) {
@@ -564,7 +582,7 @@ impl Estimator {
                 let (sum, count, clean) = std::mem::replace(r, (0.0, 0, true));
                 if clean {
                     if self.clean.is_empty() {
-                        self.in_flight_at_first_round = s.in_flight;
+                        self.implied_at_first_round = self.implied_latency(s.in_flight);
                     }
                     push_round(&mut self.clean, sum / count as f64);
                     // The service got faster: the latest rounds are all well below the base, so
@@ -753,11 +771,10 @@ impl Estimator {
             (slowed || unsettled) && age > SLOW_PROBE_GAP_NS.max((10.0 * gap_latency) as Nanos);
         // Started into an overload the ceiling does not yet stop: latency climbs round after
         // round while a queue builds. Its base is not what the rounds say; measure it.
-        // (And in-flight grows with it: a service merely warming up has slower rounds after the
-        // quick first ones, but not more requests in flight.)
-        let climbing = unsettled
-            && !self.clean.is_empty()
-            && s.in_flight as f64 > CLIMBING * self.in_flight_at_first_round.max(1) as f64;
+        // (And the latency the requests in flight imply grows with it: a service merely warming
+        // up has slower rounds after the quick first ones, and more requests in flight, but its
+        // completions rise with them.)
+        let climbing = unsettled && !self.clean.is_empty() && self.climbed(s.in_flight);
         let follow_up = self.follow_up.take();
         // The service got faster while saturated: it completes clearly more than when its base
         // was measured, and requests take clearly less than that base even with the queue the
@@ -899,6 +916,29 @@ impl Estimator {
             .is_some_and(|at| self.now.saturating_sub(at) <= RATE_WINDOW_NS)
     }
 
+    /// The latency Little's law gives `in_flight` requests at the completion rate: the higher of
+    /// the smoothed rate and the last tick's, in nanoseconds.
+    fn implied_latency(&self, in_flight: u64) -> Option<f64> {
+        match (self.rate, self.tick_rate) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+        .filter(|r| *r > 0.0)
+        .map(|r| in_flight as f64 / r * 1e9)
+    }
+
+    /// Whether the requests in flight now imply a latency well above ([`CLIMBING`]) the one they
+    /// implied at the first clean round: a queue building. Not their count: on a slow service a
+    /// pipeline filling at the usual load multiplies the requests in flight too, but the
+    /// completions rise with them (at 500 ms a request, the count went from about 12 at the first
+    /// round to 57, and the start-up probe that followed refused 200 requests at half the load).
+    fn climbed(&self, in_flight: u64) -> bool {
+        match (self.implied_latency(in_flight), self.implied_at_first_round) {
+            (Some(now), Some(first)) => now > CLIMBING * first,
+            _ => false,
+        }
+    }
+
     /// Whether the base latency rests on enough clean rounds (or a probe) to compare latencies
     /// with.
     fn settled(&self) -> bool {
@@ -906,13 +946,14 @@ impl Estimator {
     }
 
     /// Settles once a few latencies have passed since the first one, and then either a few rounds
-    /// were measured while the requests in flight held steady (a gate started into a flood sees
-    /// them grow with the queue, and its rounds measure the queue), or a probe measured the base.
+    /// were measured while the latency the requests in flight imply held steady (a gate started
+    /// into a flood sees it grow with the queue, and its rounds measure the queue), or a probe
+    /// measured the base.
     fn try_settle(&mut self, in_flight: u64) {
         if self.settled || !self.past_startup() {
             return;
         }
-        let steady = (in_flight as f64) <= CLIMBING * self.in_flight_at_first_round.max(1) as f64;
+        let steady = !self.climbed(in_flight);
         if (self.clean.len() >= SETTLED_ROUNDS && steady) || self.probe_measured {
             self.settled = true;
         }

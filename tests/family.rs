@@ -810,3 +810,32 @@ proptest::proptest! {
         );
     }
 }
+
+/// The slow, widely spread backend (200 rps, 500 ms, exponential service times) below its
+/// capacity, on the seeds where the auto gate once took its usual latency for a queue (seed 2:
+/// 43 % of non-urgent requests refused at half the capacity) or probed its start-up as if it
+/// were a flood (seed 4: 5 %). Below capacity the gate must turn nobody away.
+#[test]
+fn below_capacity_the_auto_gate_turns_nobody_away_on_a_slow_spread_out_backend() {
+    let spec = spec(200.0, 500);
+    for seed in 1..=4 {
+        for load in [0.5, 0.9] {
+            let scenario = family::step_scenario(&spec, load);
+            let report = match run_with_seed(&scenario, &Config::default(), seed, &mut |_| {}) {
+                Ok(r) => r,
+                Err(e) => panic!("{e}"),
+            };
+            let auto = report
+                .strategies
+                .iter()
+                .find(|s| s.name == AUTO)
+                .expect("the auto strategy ran");
+            assert!(
+                auto.urgent_success >= 0.999 && auto.non_urgent_success >= 0.995,
+                "seed {seed}, {load}x: urgent {:.4} non-urgent {:.4}",
+                auto.urgent_success,
+                auto.non_urgent_success
+            );
+        }
+    }
+}
