@@ -654,15 +654,19 @@ fn a_small_family_run_is_deterministic_and_matches_run_with_seed() {
 
 /// Runs `sluicegate-auto` and the peers on the whole family and checks every bar.
 fn whole_family_bars() -> Vec<BarCheck> {
+    whole_family_bars_with_seed(family::SEED)
+}
+
+/// [`whole_family_bars`] with another seed for the arrivals and service times.
+fn whole_family_bars_with_seed(seed: u64) -> Vec<BarCheck> {
     let base = Config::default();
     let tick = base.sampler.tick;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let specs = family::backends();
-    let family =
-        match family::run_family(&specs, &LOADS, &base, family::SEED, threads, &|_, _, _| {}) {
-            Ok(f) => f,
-            Err(e) => panic!("the family could not run: {e}"),
-        };
+    let family = match family::run_family(&specs, &LOADS, &base, seed, threads, &|_, _, _| {}) {
+        Ok(f) => f,
+        Err(e) => panic!("the family could not run: {e}"),
+    };
     let bars = match family::check_family(&family, tick) {
         Ok(bars) => bars,
         Err(e) => panic!(
@@ -837,5 +841,33 @@ fn below_capacity_the_auto_gate_turns_nobody_away_on_a_slow_spread_out_backend()
                 auto.non_urgent_success
             );
         }
+    }
+}
+
+/// Bars met at the last review on other seeds than the family's (issue 5, session 5): the list of
+/// known misses pins seed 1 bar by bar, and a change tuned to seed 1 alone could lose bars on
+/// every other. Session 5 found exactly that: 222 on seed 1, but 200, 208 and 205 on seeds 2 to 4
+/// (`concurrency-limit` told W: 209, 208, 206).
+const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 211), (3, 211), (4, 209)];
+
+/// A regression guard on other seeds: no fewer bars met than at the last review. Run by
+/// `scripts/test`: `cargo test --release --test family -- --ignored sluicegate_auto_keeps`.
+#[test]
+#[ignore = "the whole family on three more seeds (about a minute in release); run by scripts/test"]
+fn sluicegate_auto_keeps_its_count_of_bars_on_other_seeds() {
+    for (seed, met_before) in BARS_MET_ON_OTHER_SEEDS {
+        let bars = whole_family_bars_with_seed(seed);
+        let met = bars.iter().filter(|b| b.pass).count();
+        let missed: Vec<String> = bars
+            .iter()
+            .filter(|b| !b.pass)
+            .map(ToString::to_string)
+            .collect();
+        assert!(
+            met >= met_before,
+            "seed {seed}: {met} of {} bars met, {met_before} at the last review; missed:\n{}",
+            bars.len(),
+            missed.join("\n")
+        );
     }
 }
