@@ -1400,7 +1400,7 @@ impl<C: Clock> Inner<C> {
         if !self.in_flight.try_enter(self.hot.floor_cap()) {
             return false;
         }
-        self.floor_in_flight.try_enter(u64::MAX);
+        self.floor_in_flight.enter();
         true
     }
 

@@ -12,6 +12,8 @@
 //! assert!(!in_flight.try_enter(1)); // at the ceiling
 //! in_flight.leave();
 //! assert_eq!(in_flight.current(), 0);
+//! in_flight.enter(); // whatever the ceiling
+//! assert_eq!(in_flight.current(), 1);
 //! ```
 
 use std::sync::atomic::Ordering;
@@ -42,7 +44,15 @@ impl InFlight {
             .is_ok()
     }
 
-    /// Gives a slot back. Call exactly once per successful [`InFlight::try_enter`].
+    /// Takes a slot whatever the count: for a count that mirrors part of another, which holds the
+    /// ceiling (the gate's requests on the non-urgent floor).
+    #[inline]
+    pub fn enter(&self) {
+        self.count.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Gives a slot back. Call exactly once per successful [`InFlight::try_enter`] or
+    /// [`InFlight::enter`].
     #[inline]
     pub fn leave(&self) {
         self.count.fetch_sub(1, Ordering::AcqRel);
