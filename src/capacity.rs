@@ -74,9 +74,9 @@
 //!   without refusals therefore counts as saturation only when the requests in flight grow too
 //!   ([`BACKLOG_SIGMAS`]) while the completion rate stays flat ([`RATE_FLAT`]), over two
 //!   latencies at least: a saturated service that nothing turns away gathers a backlog, one that
-//!   keeps up does not, and a rise of the load it serves raises its completions too. (Taken as saturation, it set the ceiling at a knee from the rate
-//!   offered, and the ceiling then held the rate there: 200 rps at 500 ms lost a third of its
-//!   requests at half its capacity.)
+//!   keeps up does not, and a rise of the load it serves raises its completions too. (Taken as
+//!   saturation, it set the ceiling at a knee from the rate offered, and the ceiling then held
+//!   the rate there: 200 rps at 500 ms lost a third of its requests at half its capacity.)
 //! * **Noise.** Rates and latencies are smoothed over at least [`RATE_SAMPLES`] completions and
 //!   [`LATENCY_SAMPLES`] latencies, so that a slow service (few completions per tick) is not judged
 //!   on a handful of requests.
@@ -336,9 +336,8 @@ pub struct Estimator {
     tick_rate: Option<f64>,
     /// The lowest latency of any tick so far.
     lowest_latency: Option<f64>,
-    /// Requests in flight when the first clean round since the ring was last cleared was taken.
-    /// The latency the requests in flight implied (Little's law) when the first clean round of
-    /// the base was measured: see [`Estimator::climbed`].
+    /// The latency the requests in flight implied (Little's law) when the first clean round since
+    /// the rounds were last cleared was measured: see [`Estimator::climbed`].
     implied_at_first_round: Option<f64>,
     /// Whether the figures rest on enough measurements (see [`Estimator::try_settle`]).
     settled: bool,
