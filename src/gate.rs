@@ -988,6 +988,9 @@ pub struct Permit<'g, C: Clock = MonotonicClock> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Charge(u64);
 
+// The flag needs a bit that no cost uses (checked at compile time).
+const _: () = assert!(crate::request::MAX_COST < Charge::FLOOR);
+
 impl Charge {
     const FLOOR: u64 = 1 << 63;
 
@@ -1890,11 +1893,13 @@ impl<C: Clock> Inner<C> {
         // the service never drowns, but any urgent request still beats every non-urgent one to a
         // freed slot. There is none with a fixed `max_in_flight`.
         let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
+        // The non-urgent floor's own count in flight, at its rate (Little's law).
+        let floor_in_flight = g.non_urgent_qps * latency;
         let (headroom, floor_credit) = if g.max_in_flight.is_auto() {
             let need = m.urgent_need.min(working as f64);
             let left = 1.0 - need / working as f64;
             let spread = 3.0 * need.sqrt() * left;
-            let credit = (g.non_urgent_qps * latency * left).ceil();
+            let credit = (floor_in_flight * left).ceil();
             (
                 spread.max(0.0) as u64 + URGENT_HEADROOM_MIN,
                 credit.clamp(0.0, u32::MAX as f64) as u64,
@@ -1930,7 +1935,7 @@ impl<C: Clock> Inner<C> {
         hot.max_in_flight.store(ceiling, Ordering::Relaxed);
         m.ceiling_bounded = learned.ceiling.is_some_and(|c| working < c);
         // Twice the floor's own count in flight, and two: room for its bursts.
-        let floor_slots = (2.0 * g.non_urgent_qps * latency).ceil() + 2.0;
+        let floor_slots = (2.0 * floor_in_flight).ceil() + 2.0;
         // Only above a learned ceiling, and never past its bound: a number the user set holds.
         let floor_slots = match g.max_in_flight {
             Limit::Auto { max, .. } => {
