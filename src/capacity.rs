@@ -343,9 +343,8 @@ pub struct Estimator {
     settled: bool,
     /// Ticks in a row whose latency showed a queue.
     queued_ticks: u32,
-    /// The requests in flight, the smoothed completion rate and the time when the current run of
-    /// queued ticks began, or its completion rate last rose.
-    streak_from: (u64, f64, Nanos),
+    /// Where the current run of queued ticks is measured from: see [`BacklogFrom`].
+    streak_from: BacklogFrom,
     /// Ticks in a row on which the requests in flight, at the rate measured, showed a queue.
     implied_ticks: u32,
     /// Mean completion rate of the ticks the service was saturated in (the ceiling refusing
@@ -358,6 +357,18 @@ pub struct Estimator {
     steady_from: Nanos,
     /// Latency shows a queue while completions fell well below the best: the service slowed.
     slowing: bool,
+}
+
+/// The point a backlog is measured from: when the current run of queued ticks began, or when its
+/// completion rate last rose.
+#[derive(Debug, Clone, Copy, Default)]
+struct BacklogFrom {
+    /// Requests in flight then.
+    in_flight: u64,
+    /// The smoothed completion rate then.
+    rate: f64,
+    /// The tick's time then.
+    at: Nanos,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -416,7 +427,7 @@ impl Estimator {
             implied_at_first_round: None,
             settled: false,
             queued_ticks: 0,
-            streak_from: (0, 0.0, 0),
+            streak_from: BacklogFrom::default(),
             implied_ticks: 0,
             saturated: None,
             steady_from: 0,
@@ -494,20 +505,21 @@ impl Estimator {
         // rate rose (the requests in flight of a higher load that is served are no backlog), and
         // over two latencies at least (the completions of a higher load lag it by one).
         let rate = self.rate.unwrap_or(0.0);
-        if streak {
-            let (_, rate_from, _) = self.streak_from;
-            if self.queued_ticks == 0 || rate > RATE_FLAT * rate_from {
-                self.streak_from = (s.in_flight, rate, s.now);
-            }
+        if streak && (self.queued_ticks == 0 || rate > RATE_FLAT * self.streak_from.rate) {
+            self.streak_from = BacklogFrom {
+                in_flight: s.in_flight,
+                rate,
+                at: s.now,
+            };
         }
         self.queued_ticks = if streak { self.queued_ticks + 1 } else { 0 };
         let backlog = {
-            let (from, _, since) = self.streak_from;
+            let from = self.streak_from;
             let long = self
                 .latency
-                .is_some_and(|l| s.now.saturating_sub(since) as f64 >= 2.0 * l);
-            let from = from as f64;
-            long && s.in_flight as f64 - from >= BACKLOG_SIGMAS * from.sqrt().max(1.0)
+                .is_some_and(|l| s.now.saturating_sub(from.at) as f64 >= 2.0 * l);
+            let before = from.in_flight as f64;
+            long && s.in_flight as f64 - before >= BACKLOG_SIGMAS * before.sqrt().max(1.0)
         };
         let lasting = self.queued_ticks >= QUEUED_TICKS && (backlog || s.turned_away);
         if queued && (s.ceiling_refused || lasting) {
