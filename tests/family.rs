@@ -652,13 +652,8 @@ fn a_small_family_run_is_deterministic_and_matches_run_with_seed() {
     }
 }
 
-/// Runs `sluicegate-auto` and the peers on the whole family and checks every bar.
-fn whole_family_bars() -> Vec<BarCheck> {
-    whole_family_bars_with_seed(family::SEED)
-}
-
-/// [`whole_family_bars`] with another seed for the arrivals and service times.
-fn whole_family_bars_with_seed(seed: u64) -> Vec<BarCheck> {
+/// Runs `sluicegate-auto` and the peers on the whole family with `seed` and checks every bar.
+fn whole_family_bars(seed: u64) -> Vec<BarCheck> {
     let base = Config::default();
     let tick = base.sampler.tick;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -685,15 +680,11 @@ fn whole_family_bars_with_seed(seed: u64) -> Vec<BarCheck> {
 #[test]
 #[ignore = "the whole family (about a minute in release); fails until sluicegate-auto meets the bars"]
 fn sluicegate_auto_meets_the_bars_on_the_backend_family() {
-    let bars = whole_family_bars();
+    let bars = whole_family_bars(family::SEED);
     for bar in &bars {
         println!("{bar}");
     }
-    let failed: Vec<String> = bars
-        .iter()
-        .filter(|b| !b.pass)
-        .map(ToString::to_string)
-        .collect();
+    let failed = missed(&bars);
     assert!(
         failed.is_empty(),
         "{} of {} bars failed (figure vs target):\n{}",
@@ -739,7 +730,7 @@ const KNOWN_MISSES: &[(&str, &str)] = &[
 #[test]
 #[ignore = "the whole family (about half a minute in release); run by scripts/test"]
 fn sluicegate_auto_keeps_every_bar_it_met_at_the_last_review() {
-    let bars = whole_family_bars();
+    let bars = whole_family_bars(family::SEED);
     let known = |b: &BarCheck| {
         KNOWN_MISSES
             .iter()
@@ -856,18 +847,21 @@ const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 211), (3, 211), (4, 209)
 #[ignore = "the whole family on three more seeds (about a minute in release); run by scripts/test"]
 fn sluicegate_auto_keeps_its_count_of_bars_on_other_seeds() {
     for (seed, met_before) in BARS_MET_ON_OTHER_SEEDS {
-        let bars = whole_family_bars_with_seed(seed);
+        let bars = whole_family_bars(seed);
         let met = bars.iter().filter(|b| b.pass).count();
-        let missed: Vec<String> = bars
-            .iter()
-            .filter(|b| !b.pass)
-            .map(ToString::to_string)
-            .collect();
         assert!(
             met >= met_before,
             "seed {seed}: {met} of {} bars met, {met_before} at the last review; missed:\n{}",
             bars.len(),
-            missed.join("\n")
+            missed(&bars).join("\n")
         );
     }
+}
+
+/// The bars missed, one line each (figure vs target).
+fn missed(bars: &[BarCheck]) -> Vec<String> {
+    bars.iter()
+        .filter(|b| !b.pass)
+        .map(ToString::to_string)
+        .collect()
 }
