@@ -13,9 +13,9 @@
 //! * `capacity`: the highest smoothed completion rate seen over the last few seconds
 //!   ([`RATE_WINDOW`]);
 //! * `base_latency`: the median latency of the latest *clean* rounds (rounds of at least
-//!   [`ROUND_SAMPLES`] latencies during which the ceiling refused nothing and no queue showed). A
-//!   median, not the minimum BBR uses: the minimum of noisy means is biased low, and a knee set low
-//!   wastes capacity.
+//!   [`ROUND_SAMPLES`] latencies during which the ceiling refused nothing and the service was not
+//!   seen saturated). A median, not the minimum BBR uses: the minimum of noisy means is biased
+//!   low, and a knee set low wastes capacity.
 //! * the knee `capacity × base_latency`, and the in-flight ceiling a little above it
 //!   ([`ceiling_headroom`]: half the square root of the knee, and half a request), so that the
 //!   service always has a short queue of work and never idles, yet a congested service is not
@@ -41,7 +41,7 @@
 //! * **The start.** The first completions are the quickest requests of those sent at the start;
 //!   their latency is not the service's. Nothing is used until [`STARTUP_LATENCIES`] latencies
 //!   have passed and either [`SETTLED_ROUNDS`] clean rounds were measured while the latency the
-//!   requests in flight imply (Little's law) held steady ([`CLIMBING`]),
+//!   requests in flight imply (Little's law) held steady ([`CLIMBING`], [`CLIMB_TICKS`]),
 //!   or a probe measured the base (see [`Learned::settled`]); until then the configured or the
 //!   seed's figures stand.
 //! * **Measuring throughput while throttling.** If the ceiling is below the knee, the measured rate
@@ -52,25 +52,32 @@
 //!   that show it were admitted while the ceiling refused), the capacity estimate grows by
 //!   [`GROWTH`] (by [`GENTLE_GROWTH`] once saturation was seen), at most once per base latency and
 //!   never past [`MAX_GROWTH`] times the highest rate measured.
+//! * **A base learned low, and kept.** A round is left out for what is known of saturation (the
+//!   ceiling refusing, saturation confirmed, requests in flight above a confirmed knee), never
+//!   for its own latency: rounds kept only while near the base keep a base that is too low (the
+//!   quick first requests of a filling pipeline), since every round of the true latency then
+//!   looks like a queue. (It did: on 200 rps at 500 ms the knee stayed 30 % low, and the gate
+//!   held the service at two thirds of its capacity through every overload.)
 //! * **Base latency drifting up under a standing queue.** Latencies measured while the ceiling
 //!   refuses, or while more requests are in flight than a confirmed knee, include the queue and
 //!   are not taken as base latency. When the base latency is older
 //!   than [`BASE_WINDOW`] and the service is still saturated, the ceiling is lowered below the knee
-//!   ([`PROBE_DEPTH`]) until the queue has drained and a round was measured: BBR's "probe RTT". A
-//!   probe that finds a clearly lower base is followed by a deeper one at once ([`REPROBE`]); one
+//!   ([`PROBE_DEPTH`]) until the queue has drained and [`PROBE_ROUNDS`] rounds were measured
+//!   (their median is the base it finds): BBR's "probe RTT". A probe that finds a clearly lower base is followed by a deeper one at once ([`REPROBE`]); one
 //!   that finds the same base pools its rounds with the older ones, so that the base does not rest
 //!   on a probe's handful. A slow service probes at most every [`BASE_WINDOW_LATENCIES`] base
 //!   latencies.
 //! * **A service that changes speed.** When it slows down while saturated (latency up, completions
-//!   below [`SLOWED`] of the best), a probe comes after a second instead of [`BASE_WINDOW`], and
+//!   below [`SLOWED`] of the best on [`SLOWED_TICKS`] ticks in a row), a probe comes after a second instead of [`BASE_WINDOW`], and
 //!   the rates remembered from the faster service are dropped once the probe shows the slower base
 //!   ([`SLOWER`]); otherwise capacity × old base would shrink the ceiling into a spiral. When it
 //!   gets faster, clean rounds well below the base replace the older ones ([`FASTER_ROUNDS`]), and
 //!   while saturated a lower latency with a higher rate triggers a probe ([`FASTER_LATENCY`],
 //!   [`FASTER_RATE`]).
 //! * **A slow, spread-out service at its usual load.** With few completions a tick and service
-//!   times spread as widely as their mean, the rounds kept as clean are the quicker ones, the
-//!   base sits below the true mean latency, and the latency of now reads as a queue. A queue seen
+//!   times spread as widely as their mean, a base from the start-up's quicker rounds sits below
+//!   the true mean latency until the usual load's rounds correct it, and meanwhile the latency of
+//!   now reads as a queue. A queue seen
 //!   without refusals therefore counts as saturation only when the requests in flight grow too
 //!   ([`BACKLOG_SIGMAS`]) while the completion rate stays flat ([`RATE_FLAT`]), over two
 //!   latencies at least: a saturated service that nothing turns away gathers a backlog, one that
@@ -177,6 +184,16 @@ pub const REPROBE: f64 = 0.9;
 /// queue: 0.29 s, then 0.61 s a second later). A flood that the unlearned ceiling does not stop
 /// triples it within a few ticks.
 pub const CLIMBING: f64 = 3.0;
+/// Ticks in a row that must show a climb ([`CLIMBING`]) before a gate that has not settled
+/// probes: a flood's queue lasts and grows, while on a small service the requests in flight of a
+/// single tick are few and noisy (at 100 rps and 50 ms, a Poisson count of about 5, and 2 at the
+/// first round: three times that was reached by noise, and the probe that followed refused 64
+/// requests at half the capacity).
+pub const CLIMB_TICKS: u32 = 2;
+/// Clean rounds a probe measures (at least) before it ends: the base it finds is their median,
+/// and a single round of a service whose times are widely spread (5 % of requests 20 times
+/// slower) is as likely as not to miss the mean by a fifth.
+pub const PROBE_ROUNDS: usize = 3;
 /// Rounds the median is taken over.
 pub const ROUNDS: usize = 31;
 /// Latency at most `GROWTH_SIGNAL × base` while the ceiling refuses means the service has room.
@@ -197,6 +214,12 @@ pub const QUEUE_SIGNAL: f64 = 1.2;
 
 /// The completion rate has fallen below this share of the best in the window: the service slowed.
 pub const SLOWED: f64 = 0.8;
+/// Ticks in a row the completion rate must stay below [`SLOWED`] of the best (with a queue) to
+/// mean the service slowed: the best is the highest of a noisy rate, and on a service whose times
+/// are widely spread a single tick falls a fifth below it by chance (seen: a probe every 1.2 s
+/// through an overload of the heavy-tail scenario, each one measuring the base on a handful of
+/// requests).
+pub const SLOWED_TICKS: u32 = 3;
 /// Shortest gap between two probes for a slowed service.
 const SLOW_PROBE_GAP_NS: Nanos = 1_000_000_000;
 /// A probe ends after at least this long even without a clean round.
@@ -336,9 +359,13 @@ pub struct Estimator {
     tick_rate: Option<f64>,
     /// The lowest latency of any tick so far.
     lowest_latency: Option<f64>,
-    /// The latency the requests in flight implied (Little's law) when the first clean round since
-    /// the rounds were last cleared was measured: see [`Estimator::climbed`].
-    implied_at_first_round: Option<f64>,
+    /// The reference a climb is measured against (see [`Estimator::climbed`]): at the first clean
+    /// round since the rounds were last cleared, the higher of its mean latency and the latency
+    /// the requests in flight then implied (Little's law).
+    first_round_latency: Option<f64>,
+    /// Ticks in a row on which the requests in flight showed a climb (see
+    /// [`Estimator::climbed`]).
+    climb_ticks: u32,
     /// Whether the figures rest on enough measurements (see [`Estimator::try_settle`]).
     settled: bool,
     /// Ticks in a row whose latency showed a queue.
@@ -355,8 +382,11 @@ pub struct Estimator {
     /// Saturated ticks count only from here on (the refill after a probe is not the service's
     /// rate).
     steady_from: Nanos,
-    /// Latency shows a queue while completions fell well below the best: the service slowed.
+    /// Latency shows a queue while completions fell well below the best, on [`SLOWED_TICKS`]
+    /// ticks in a row: the service slowed.
     slowing: bool,
+    /// Ticks in a row on which latency showed a queue while completions were well below the best.
+    slow_ticks: u32,
 }
 
 /// The point a backlog is measured from: when the current run of queued ticks began, or when its
@@ -424,7 +454,8 @@ impl Estimator {
             rate_at_base: None,
             tick_rate: None,
             lowest_latency: None,
-            implied_at_first_round: None,
+            first_round_latency: None,
+            climb_ticks: 0,
             settled: false,
             queued_ticks: 0,
             streak_from: BacklogFrom::default(),
@@ -432,6 +463,7 @@ impl Estimator {
             saturated: None,
             steady_from: 0,
             slowing: false,
+            slow_ticks: 0,
         }
     }
 
@@ -522,7 +554,8 @@ impl Estimator {
             long && s.in_flight as f64 - before >= BACKLOG_SIGMAS * before.sqrt().max(1.0)
         };
         let lasting = self.queued_ticks >= QUEUED_TICKS && (backlog || s.turned_away);
-        if queued && (s.ceiling_refused || lasting) {
+        let saturated_now = queued && (s.ceiling_refused || lasting);
+        if saturated_now {
             // A queue has formed while the ceiling turned requests away, or has lasted: the
             // service is saturated and the measured rate is its capacity, so the floor that carried
             // the capacity past what was measured can go. (A single queued tick without refusals
@@ -542,11 +575,17 @@ impl Estimator {
             self.rate_floor = 0.0;
             self.queue_seen = Some(s.now);
         }
-        self.slowing = queued
+        let slow_tick = queued
             && self
                 .rate
                 .zip(self.rate_best)
                 .is_some_and(|(now, (best, _))| now < SLOWED * best);
+        self.slow_ticks = if slow_tick {
+            self.slow_ticks.saturating_add(1)
+        } else {
+            0
+        };
+        self.slowing = self.slow_ticks >= SLOWED_TICKS;
         if !self.confirmed() || self.slowing {
             self.saturated = None;
         } else if s.ceiling_refused
@@ -577,7 +616,7 @@ impl Estimator {
         let above_knee = self.confirmed() && self.knee().is_some_and(|k| s.in_flight > k);
         let clean_tick = match self.probe {
             Some(_) => probing_clean,
-            None => !s.ceiling_refused && !queued && !above_knee,
+            None => !s.ceiling_refused && !saturated_now && !above_knee,
         };
         // Rounds of the startup are not the service's (see `past_startup`), except for a first
         // base to start from.
@@ -592,10 +631,17 @@ impl Estimator {
             if r.1 >= ROUND_SAMPLES {
                 let (sum, count, clean) = std::mem::replace(r, (0.0, 0, true));
                 if clean {
+                    let mean = sum / count as f64;
                     if self.clean.is_empty() {
-                        self.implied_at_first_round = self.implied_latency(s.in_flight);
+                        // The higher of the two: the round's mean is the quick requests that
+                        // completed first on a filling pipeline, and the requests in flight of a
+                        // single tick are a noisy count on a small service.
+                        self.first_round_latency = self
+                            .implied_latency(s.in_flight)
+                            .map_or(mean, |implied| implied.max(mean))
+                            .into();
                     }
-                    push_round(&mut self.clean, sum / count as f64);
+                    push_round(&mut self.clean, mean);
                     // The service got faster: the latest rounds are all well below the base, so
                     // the older ones describe a service that is gone.
                     let faster = self.base.is_some_and(|(b, _)| {
@@ -611,10 +657,15 @@ impl Estimator {
                         let keep = self.clean.len() - FASTER_ROUNDS;
                         self.clean.drain(..keep);
                     }
-                    if let Some(median) = self.median_round() {
-                        self.base = Some((median, s.now));
+                    // A probe's rounds set the base when it ends, all of them at once: a base
+                    // from its first round would meet the rates of before (a slower service's
+                    // base times a faster one's rate: a knee twice too high while it lasts).
+                    if self.probe.is_none() {
+                        if let Some(median) = self.median_round() {
+                            self.base = Some((median, s.now));
+                        }
+                        self.rate_at_base = self.capacity();
                     }
-                    self.rate_at_base = self.capacity();
                 }
             }
         }
@@ -662,6 +713,11 @@ impl Estimator {
             }
         }
 
+        self.climb_ticks = if self.climbed(s.in_flight) {
+            self.climb_ticks.saturating_add(1)
+        } else {
+            0
+        };
         self.update_probe(s);
         self.try_settle(s.in_flight);
         self.learned()
@@ -677,7 +733,7 @@ impl Estimator {
         if let Some(p) = self.probe {
             // A probe ends once its time is up and a clean round has been measured (a slow service
             // may need longer for one), and in any case at its hard end.
-            if (s.now >= p.end && !self.clean.is_empty()) || s.now >= p.hard_end {
+            if (s.now >= p.end && self.clean.len() >= PROBE_ROUNDS) || s.now >= p.hard_end {
                 self.probe = None;
                 self.probe_measured |= !self.clean.is_empty();
                 // The ceiling rises again; the service refills within a latency or two.
@@ -687,6 +743,9 @@ impl Estimator {
                 // A probe's ceiling is a share of a knee that may itself be too high (a service
                 // that got faster, a gate started into a flood): while each probe finds a clearly
                 // lower base, probe again at once, deeper.
+                if let Some(median) = self.median_round() {
+                    self.base = Some((median, s.now));
+                }
                 let mut now_base = self.base.map(|(b, _)| b);
                 // A probe whose ceiling was still above the knee (a knee set too high, by a base
                 // measured with a queue in it) kept the service saturated: its completion rate
@@ -785,7 +844,7 @@ impl Estimator {
         // (And the latency the requests in flight imply grows with it: a service merely warming
         // up has slower rounds after the quick first ones, and more requests in flight, but its
         // completions rise with them.)
-        let climbing = unsettled && !self.clean.is_empty() && self.climbed(s.in_flight);
+        let climbing = unsettled && !self.clean.is_empty() && self.climb_ticks >= CLIMB_TICKS;
         let follow_up = self.follow_up.take();
         // The service got faster while saturated: it completes clearly more than when its base
         // was measured, and requests take clearly less than that base even with the queue the
@@ -806,10 +865,9 @@ impl Estimator {
             // to be measured, with a tick to spare.
             let drain = ((2.0 * latency) as Nanos).saturating_add(s.elapsed);
             // Two base latencies, and long enough for a round of latencies at the current rate.
-            let round = self
-                .rate
-                .filter(|r| *r > 0.0)
-                .map_or(0, |r| (ROUND_SAMPLES as f64 / r * 1e9) as Nanos);
+            let round = self.rate.filter(|r| *r > 0.0).map_or(0, |r| {
+                (PROBE_ROUNDS as f64 * ROUND_SAMPLES as f64 / r * 1e9) as Nanos
+            });
             let measure = ((2.0 * base) as Nanos).max(s.elapsed).max(round);
             self.probes += 1;
             let depth = follow_up.unwrap_or(PROBE_DEPTH);
@@ -938,16 +996,22 @@ impl Estimator {
         .map(|r| in_flight as f64 / r * 1e9)
     }
 
-    /// Whether the requests in flight now imply a latency well above ([`CLIMBING`]) the one they
-    /// implied at the first clean round: a queue building. Not their count: on a slow service a
-    /// pipeline filling at the usual load multiplies the requests in flight too, but the
-    /// completions rise with them (at 500 ms a request, the count went from about 12 at the first
-    /// round to 57, and the start-up probe that followed refused 200 requests at half the load).
+    /// Whether the requests in flight now imply a latency well above ([`CLIMBING`]) the first
+    /// clean round's (see `first_round_latency`), by more than their noise: a queue building. Not
+    /// their count: on a slow service a pipeline filling at the usual load multiplies the requests
+    /// in flight too, but the completions rise with them (at 500 ms a request, the count went from
+    /// about 12 at the first round to 57, and the start-up probe that followed refused 200
+    /// requests at half the load).
     fn climbed(&self, in_flight: u64) -> bool {
-        match (self.implied_latency(in_flight), self.implied_at_first_round) {
-            (Some(now), Some(first)) => now > CLIMBING * first,
-            _ => false,
-        }
+        let (Some(now), Some(first)) = (self.implied_latency(in_flight), self.first_round_latency)
+        else {
+            return false;
+        };
+        // The requests in flight that the first round's latency gives at the rate of now: a
+        // climb must also stand out of their noise (a Poisson count), which on a small service
+        // three times their number alone does not.
+        let expected = in_flight as f64 * first / now;
+        now > CLIMBING * first && in_flight as f64 - expected >= BACKLOG_SIGMAS * expected.sqrt()
     }
 
     /// Whether the base latency rests on enough clean rounds (or a probe) to compare latencies

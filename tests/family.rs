@@ -806,28 +806,47 @@ proptest::proptest! {
     }
 }
 
-/// The slow, widely spread backend (200 rps, 500 ms, exponential service times) below its
-/// capacity, on the seeds where the auto gate once took its usual latency for a queue (seed 2:
-/// 43 % of non-urgent requests refused at half the capacity) or probed its start-up as if it
-/// were a flood (seed 4: 5 %). Below capacity the gate must turn nobody away.
+/// The goodput of `name` and the reports of one run of `scenario` on `seed`.
+fn strategy_on(
+    scenario: &sluicegate::sim::Scenario,
+    seed: u64,
+    name: &str,
+) -> (StrategyReport, Report) {
+    let report = match run_with_seed(scenario, &Config::default(), seed, &mut |_| {}) {
+        Ok(r) => r,
+        Err(e) => panic!("{e}"),
+    };
+    let found = report
+        .strategies
+        .iter()
+        .find(|s| s.name == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("{name} did not run"));
+    (found, report)
+}
+
+/// Below their capacity the auto gate turns nobody away, on every seed:
+/// * the slow, widely spread backend (200 rps, 500 ms, exponential service times), where it once
+///   took its usual latency for a queue (seed 2: 43 % of non-urgent requests refused at half the
+///   capacity) or probed its start-up as if it were a flood (seed 4: 5 %);
+/// * the small backend (200 rps, 50 ms, 10 workers), where a few requests in flight on two ticks
+///   once passed for a flood at start-up (seed 3: a probe that refused 4.5 % of urgent requests at
+///   half the capacity).
 #[test]
-fn below_capacity_the_auto_gate_turns_nobody_away_on_a_slow_spread_out_backend() {
-    let spec = spec(200.0, 500);
+fn below_capacity_the_auto_gate_turns_nobody_away_on_a_slow_spread_out_backend_or_a_small_one() {
+    let cases = [
+        (spec(200.0, 500), 0.5),
+        (spec(200.0, 500), 0.9),
+        (spec(200.0, 50), 0.5),
+    ];
     for seed in 1..=4 {
-        for load in [0.5, 0.9] {
-            let scenario = family::step_scenario(&spec, load);
-            let report = match run_with_seed(&scenario, &Config::default(), seed, &mut |_| {}) {
-                Ok(r) => r,
-                Err(e) => panic!("{e}"),
-            };
-            let auto = report
-                .strategies
-                .iter()
-                .find(|s| s.name == AUTO)
-                .expect("the auto strategy ran");
+        for (spec, load) in &cases {
+            let scenario = family::step_scenario(spec, *load);
+            let (auto, _) = strategy_on(&scenario, seed, AUTO);
             assert!(
                 auto.urgent_success >= 0.999 && auto.non_urgent_success >= 0.995,
-                "seed {seed}, {load}x: urgent {:.4} non-urgent {:.4}",
+                "seed {seed}, {}: urgent {:.4} non-urgent {:.4}",
+                scenario.name,
                 auto.urgent_success,
                 auto.non_urgent_success
             );
@@ -835,14 +854,51 @@ fn below_capacity_the_auto_gate_turns_nobody_away_on_a_slow_spread_out_backend()
     }
 }
 
-/// Bars met at the last review on other seeds than the family's (issue 5, session 5): the list of
+/// On the slow, widely spread backend in overload, the auto gate answers about as much as a
+/// static limit told the backend's W, on every seed. It once learned its base latency from the
+/// quick requests that complete first, and kept it: the rounds of the true latency read as a
+/// queue and were left out. Its knee was then 30 % low, the ceiling held the service below its
+/// capacity and the rate measured shrank with it (seed 2: 0.68 of the capacity at 2x against
+/// 0.99; seed 4: 0.64 at 10x).
+#[test]
+fn in_overload_the_auto_gate_keeps_the_capacity_of_a_slow_spread_out_backend_on_every_seed() {
+    let spec = spec(200.0, 500);
+    for seed in 1..=4 {
+        for load in [2.0, 10.0] {
+            let scenario = family::step_scenario(&spec, load);
+            let (auto, report) = strategy_on(&scenario, seed, AUTO);
+            let told_w = report
+                .strategies
+                .iter()
+                .find(|s| s.name == "concurrency-limit")
+                .expect("the static limit ran");
+            assert!(
+                auto.goodput_ratio >= told_w.goodput_ratio - 0.05,
+                "seed {seed}, {load}x: goodput {:.3}, a static limit at W {:.3}",
+                auto.goodput_ratio,
+                told_w.goodput_ratio
+            );
+        }
+    }
+}
+
+/// Bars met at the last review on other seeds than the family's (issue 5, session 6): the list of
 /// known misses pins seed 1 bar by bar, and a change tuned to seed 1 alone could lose bars on
 /// every other. Session 5 found exactly that: 222 on seed 1, but 200, 208 and 205 on seeds 2 to 4
-/// (`concurrency-limit` told W: 209, 208, 206).
-const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 211), (3, 211), (4, 209)];
+/// (`concurrency-limit` told W: 209, 208, 206). Session 6 lowered seed 3 from 211 to 210: it
+/// gained the two bars of the small backend at 0.5x and 0.9x (a start-up probe no longer refuses
+/// urgent requests) and lost three by less than 0.2 % (1000 rps priority flood 0.9988 urgent
+/// success; goodput 0.9922 and 0.9894 against a static limit's 0.9926 and 0.9909).
+const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 217), (3, 210), (4, 211)];
 
-/// A regression guard on other seeds: no fewer bars met than at the last review. Run by
-/// `scripts/test`: `cargo test --release --test family -- --ignored sluicegate_auto_keeps`.
+/// How far below its target a goodput bar may be missed on any seed. A count of bars hides a
+/// bar missed by a wide margin: session 6 found seeds 2 and 4 with 0.31 to 0.45 less goodput
+/// than a static limit on the 200 rps, 500 ms backend, while their counts had held.
+const GOODPUT_SHORTFALL: f64 = 0.10;
+
+/// A regression guard on other seeds: no fewer bars met than at the last review, and no goodput
+/// bar missed by more than [`GOODPUT_SHORTFALL`]. Run by `scripts/test`:
+/// `cargo test --release --test family -- --ignored sluicegate_auto_keeps`.
 #[test]
 #[ignore = "the whole family on three more seeds (about a minute in release); run by scripts/test"]
 fn sluicegate_auto_keeps_its_count_of_bars_on_other_seeds() {
@@ -854,6 +910,16 @@ fn sluicegate_auto_keeps_its_count_of_bars_on_other_seeds() {
             "seed {seed}: {met} of {} bars met, {met_before} at the last review; missed:\n{}",
             bars.len(),
             missed(&bars).join("\n")
+        );
+        let far: Vec<String> = bars
+            .iter()
+            .filter(|b| b.bar.starts_with("goodput") && b.figure < b.target - GOODPUT_SHORTFALL)
+            .map(ToString::to_string)
+            .collect();
+        assert!(
+            far.is_empty(),
+            "seed {seed}: goodput far below its bar:\n{}",
+            far.join("\n")
         );
     }
 }
