@@ -111,6 +111,7 @@
 //!         latency_count: 40,
 //!         in_flight: 20,
 //!         ceiling_refused: false,
+//!         ceiling_refusals: 0,
 //!         turned_away: false,
 //!     });
 //! }
@@ -209,6 +210,11 @@ pub const QUEUED_TICKS: u32 = 3;
 pub const BACKLOG_SIGMAS: f64 = 3.0;
 /// "Flat": the completion rate has not risen above this multiple of where it was.
 pub const RATE_FLAT: f64 = 1.05;
+/// Before saturation is confirmed, ceiling refusals below this share of a tick's requests
+/// (completed and refused) are a burst at the usual load unless they last [`REFUSED_TICKS`] ticks.
+pub const REFUSED_SHARE: f64 = 0.01;
+/// See [`REFUSED_SHARE`].
+pub const REFUSED_TICKS: u32 = 2;
 /// Latency above `QUEUE_SIGNAL × base` means a queue has formed: the service is saturated.
 pub const QUEUE_SIGNAL: f64 = 1.2;
 
@@ -283,6 +289,10 @@ pub struct TickSample {
     pub in_flight: u64,
     /// Whether the in-flight ceiling refused a request since the previous tick.
     pub ceiling_refused: bool,
+    /// How many requests the in-flight ceiling refused since the previous tick; 0 if they were
+    /// not counted, and then `ceiling_refused` counts in full. Before saturation is confirmed,
+    /// refusals of less than [`REFUSED_SHARE`] of the tick's requests are a burst, not a flood.
+    pub ceiling_refusals: u64,
     /// Whether the gate refused any request since the previous tick, for whatever reason (the
     /// ceiling, memory, the rate): demand then exceeded what was admitted, so requests in flight
     /// that stay level do not show that the service keeps up with demand.
@@ -385,6 +395,8 @@ pub struct Estimator {
     /// Latency shows a queue while completions fell well below the best, on [`SLOWED_TICKS`]
     /// ticks in a row: the service slowed.
     slowing: bool,
+    /// Ticks in a row on which the ceiling refused while latency showed a queue.
+    refused_queue_ticks: u32,
     /// Ticks in a row on which latency showed a queue while completions were well below the best.
     slow_ticks: u32,
 }
@@ -464,6 +476,7 @@ impl Estimator {
             steady_from: 0,
             slowing: false,
             slow_ticks: 0,
+            refused_queue_ticks: 0,
         }
     }
 
@@ -554,7 +567,24 @@ impl Estimator {
             long && s.in_flight as f64 - before >= BACKLOG_SIGMAS * before.sqrt().max(1.0)
         };
         let lasting = self.queued_ticks >= QUEUED_TICKS && (backlog || s.turned_away);
-        let saturated_now = queued && (s.ceiling_refused || lasting);
+        // Before saturation is confirmed, a tick on which the ceiling turned away only a sliver of
+        // the requests counts when the next one does too: on a small service a burst at the usual
+        // load passes a ceiling at twice the knee now and then, and the queue it makes for a
+        // moment is no saturation. (Taken as one, the knee measured at the usual load became the
+        // ceiling: 10,000 rps at 1 ms, half its capacity, 3.5 % of requests refused after 2
+        // refusals of 600 requests.) A flood turns away a large share at once, or a small one
+        // tick after tick.
+        self.refused_queue_ticks = if queued && s.ceiling_refused {
+            self.refused_queue_ticks.saturating_add(1)
+        } else {
+            0
+        };
+        let sliver = s.ceiling_refusals > 0
+            && (s.ceiling_refusals as f64)
+                < REFUSED_SHARE * s.completed.saturating_add(s.ceiling_refusals) as f64;
+        let refusals_tell =
+            !sliver || self.confirmed() || self.refused_queue_ticks >= REFUSED_TICKS;
+        let saturated_now = queued && ((s.ceiling_refused && refusals_tell) || lasting);
         if saturated_now {
             // A queue has formed while the ceiling turned requests away, or has lasted: the
             // service is saturated and the measured rate is its capacity, so the floor that carried

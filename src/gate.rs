@@ -1738,8 +1738,14 @@ impl<C: Clock> Inner<C> {
             let in_flight = self.in_flight.current();
             // Refusals at a ceiling the config holds below the learned one say nothing about the
             // service's room.
-            let ceiling_refused =
-                totals.refused_in_flight > last.refused_in_flight && !m.ceiling_bounded;
+            let ceiling_refusals = if m.ceiling_bounded {
+                0
+            } else {
+                totals
+                    .refused_in_flight
+                    .saturating_sub(last.refused_in_flight)
+            };
+            let ceiling_refused = ceiling_refusals > 0;
             let turned_away = totals.refused() > last.refused();
             let learned = m.estimator.observe(&TickSample {
                 now,
@@ -1749,6 +1755,7 @@ impl<C: Clock> Inner<C> {
                 latency_count,
                 in_flight,
                 ceiling_refused,
+                ceiling_refusals,
                 turned_away,
             });
             m.learned = learned;

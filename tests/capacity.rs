@@ -58,12 +58,12 @@ impl Service {
     fn tick(&mut self, offered: f64, ceiling: u64) -> TickSample {
         let dt = TICK as f64 / 1e9 / f64::from(STEPS);
         let k = ceiling as f64;
-        let (mut done, mut weighted, mut refused) = (0.0, 0.0, false);
+        let (mut done, mut weighted, mut refused) = (0.0, 0.0, 0.0);
         for _ in 0..STEPS {
             let arrivals = offered * dt;
             let room = (k - self.in_flight).max(0.0);
             if arrivals > room + 1e-9 {
-                refused = true;
+                refused += arrivals - room;
             }
             self.in_flight += arrivals.min(room);
             let busy = self.in_flight.min(self.workers);
@@ -86,8 +86,10 @@ impl Service {
             latency_sum: (mean * 1e9 * completed).round() as u64,
             latency_count: completed as u64,
             in_flight: self.in_flight.round() as u64,
-            ceiling_refused: refused,
-            turned_away: refused,
+            ceiling_refused: refused > 0.0,
+            // At least one whole request when any was refused.
+            ceiling_refusals: refused.ceil() as u64,
+            turned_away: refused > 0.0,
         }
     }
 }
@@ -443,6 +445,7 @@ fn capacity_grows_after_two_flat_ticks_by_at_most_the_growth_factor_and_at_most_
             latency_count: 22,
             in_flight: 11,
             ceiling_refused: refused,
+            ceiling_refusals: 0,
             turned_away: refused,
         })
     };
@@ -663,6 +666,7 @@ fn tick_at(i: u64, latency_ms: u64, in_flight: u64) -> TickSample {
         latency_count: 40,
         in_flight,
         ceiling_refused: false,
+        ceiling_refusals: 0,
         turned_away: false,
     }
 }
@@ -852,4 +856,51 @@ fn a_probe_measures_the_base_on_the_median_of_several_rounds_not_on_its_first() 
             "phase {phase}: {learned:?}"
         );
     }
+}
+
+/// Settled at 2000 rps and 50 ms with 100 in flight, nothing refused.
+fn settled_at_2000() -> (Estimator, u64) {
+    let mut e = Estimator::new();
+    let mut i = 1;
+    while i <= 60 {
+        e.observe(&tick_of(i, 200, 50, 100, false));
+        i += 1;
+    }
+    assert!(
+        e.learned().settled && !e.learned().confirmed,
+        "{:?}",
+        e.learned()
+    );
+    (e, i)
+}
+
+/// A tick of 200 completions at a queue's 65 ms, 130 in flight, the ceiling refusing `refusals`.
+fn refusing(i: u64, refusals: u64) -> TickSample {
+    TickSample {
+        ceiling_refusals: refusals,
+        ..tick_of(i, 200, 65, 130, true)
+    }
+}
+
+#[test]
+fn a_sliver_of_refusals_confirms_saturation_only_when_it_lasts_and_a_flood_at_once() {
+    // 1 refusal of 201 requests: a burst at the usual load passing the ceiling for a moment.
+    let (mut e, i) = settled_at_2000();
+    e.observe(&refusing(i, 1));
+    assert!(!e.learned().confirmed, "{:?}", e.learned());
+    e.observe(&tick_of(i + 1, 200, 50, 100, false));
+    assert!(!e.learned().confirmed, "{:?}", e.learned());
+    // The same sliver on two ticks in a row: a service at its capacity.
+    let (mut e, i) = settled_at_2000();
+    e.observe(&refusing(i, 1));
+    e.observe(&refusing(i + 1, 1));
+    assert!(e.learned().confirmed, "{:?}", e.learned());
+    // A flood turns away a large share at once.
+    let (mut e, i) = settled_at_2000();
+    e.observe(&refusing(i, 100));
+    assert!(e.learned().confirmed, "{:?}", e.learned());
+    // Refusals not counted (0) count in full, as before the count existed.
+    let (mut e, i) = settled_at_2000();
+    e.observe(&refusing(i, 0));
+    assert!(e.learned().confirmed, "{:?}", e.learned());
 }
