@@ -59,31 +59,37 @@
 //!   looks like a queue. (It did: on 200 rps at 500 ms the knee stayed 30 % low, and the gate
 //!   held the service at two thirds of its capacity through every overload.)
 //! * **Base latency drifting up under a standing queue.** Latencies measured while the ceiling
-//!   refuses, or while more requests are in flight than a confirmed knee, include the queue and
-//!   are not taken as base latency. When the base latency is older
-//!   than [`BASE_WINDOW`] and the service is still saturated, the ceiling is lowered below the knee
-//!   ([`PROBE_DEPTH`]) until the queue has drained and [`PROBE_ROUNDS`] rounds were measured
-//!   (their median is the base it finds): BBR's "probe RTT". A probe that finds a clearly lower base is followed by a deeper one at once ([`REPROBE`]); one
-//!   that finds the same base pools its rounds with the older ones, so that the base does not rest
-//!   on a probe's handful. A slow service probes at most every [`BASE_WINDOW_LATENCIES`] base
-//!   latencies.
+//!   refuses, or while more requests are in flight than a confirmed knee, include the queue and are
+//!   not taken as base latency. When the base latency is older than [`BASE_WINDOW`] and the service
+//!   is still saturated, the ceiling is lowered below the knee ([`PROBE_DEPTH`]) until the queue
+//!   has drained and [`PROBE_ROUNDS`] rounds were measured (their median is the base it finds):
+//!   BBR's "probe RTT". A probe that finds a clearly lower base is followed by a deeper one at once
+//!   ([`REPROBE`]); one that finds the same base pools its rounds with the older ones, so that the
+//!   base does not rest on a probe's handful. A slow service probes at most every
+//!   [`BASE_WINDOW_LATENCIES`] base latencies.
 //! * **A service that changes speed.** When it slows down while saturated (latency up, completions
-//!   below [`SLOWED`] of the best on [`SLOWED_TICKS`] ticks in a row), a probe comes after a second instead of [`BASE_WINDOW`], and
-//!   the rates remembered from the faster service are dropped once the probe shows the slower base
-//!   ([`SLOWER`]); otherwise capacity × old base would shrink the ceiling into a spiral. When it
-//!   gets faster, clean rounds well below the base replace the older ones ([`FASTER_ROUNDS`]), and
-//!   while saturated a lower latency with a higher rate triggers a probe ([`FASTER_LATENCY`],
-//!   [`FASTER_RATE`]).
+//!   below [`SLOWED`] of the best on [`SLOWED_TICKS`] ticks in a row), a probe comes after a second
+//!   instead of [`BASE_WINDOW`], and the rates remembered from the faster service are dropped once
+//!   the probe shows the slower base ([`SLOWER`]); otherwise capacity × old base would shrink the
+//!   ceiling into a spiral. When it gets faster, clean rounds well below the base replace the older
+//!   ones ([`FASTER_ROUNDS`]), and while saturated a lower latency with a higher rate triggers a
+//!   probe ([`FASTER_LATENCY`], [`FASTER_RATE`]).
 //! * **A slow, spread-out service at its usual load.** With few completions a tick and service
-//!   times spread as widely as their mean, a base from the start-up's quicker rounds sits below
-//!   the true mean latency until the usual load's rounds correct it, and meanwhile the latency of
-//!   now reads as a queue. A queue seen
-//!   without refusals therefore counts as saturation only when the requests in flight grow too
-//!   ([`BACKLOG_SIGMAS`]) while the completion rate stays flat ([`RATE_FLAT`]), over two
-//!   latencies at least: a saturated service that nothing turns away gathers a backlog, one that
-//!   keeps up does not, and a rise of the load it serves raises its completions too. (Taken as
-//!   saturation, it set the ceiling at a knee from the rate offered, and the ceiling then held
-//!   the rate there: 200 rps at 500 ms lost a third of its requests at half its capacity.)
+//!   times spread as widely as their mean, a base from the start-up's quicker rounds sits below the
+//!   true mean latency until the usual load's rounds correct it, and meanwhile the latency of now
+//!   reads as a queue. A queue seen without refusals therefore counts as saturation only when the
+//!   requests in flight grow too ([`BACKLOG_SIGMAS`]) while the completion rate stays flat
+//!   ([`RATE_FLAT`]), over two latencies at least: a saturated service that nothing turns away
+//!   gathers a backlog, one that keeps up does not, and a rise of the load it serves raises its
+//!   completions too. (Taken as saturation, it set the ceiling at a knee from the rate offered, and
+//!   the ceiling then held the rate there: 200 rps at 500 ms lost a third of its requests at half
+//!   its capacity.)
+//! * **A burst at the usual load.** On a small service the requests in flight pass a ceiling at
+//!   twice the knee now and then, and for a moment there is a queue with refusals. Until
+//!   saturation is confirmed, refusals of less than [`REFUSED_SHARE`] of a tick's requests count
+//!   only on [`REFUSED_TICKS`] ticks in a row; a flood turns away far more at once. (Taken as
+//!   saturation, a burst of 2 refusals in 600 requests made the knee of half the load the
+//!   ceiling.)
 //! * **Noise.** Rates and latencies are smoothed over at least [`RATE_SAMPLES`] completions and
 //!   [`LATENCY_SAMPLES`] latencies, so that a slow service (few completions per tick) is not judged
 //!   on a handful of requests.
@@ -761,8 +767,8 @@ impl Estimator {
             }
         }
         if let Some(p) = self.probe {
-            // A probe ends once its time is up and a clean round has been measured (a slow service
-            // may need longer for one), and in any case at its hard end.
+            // A probe ends once its time is up and PROBE_ROUNDS clean rounds have been measured (a
+            // slow service may need longer for them), and in any case at its hard end.
             if (s.now >= p.end && self.clean.len() >= PROBE_ROUNDS) || s.now >= p.hard_end {
                 self.probe = None;
                 self.probe_measured |= !self.clean.is_empty();
@@ -770,12 +776,13 @@ impl Estimator {
                 self.steady_from = s
                     .now
                     .saturating_add((2.0 * self.latency.unwrap_or(0.0)) as Nanos);
-                // A probe's ceiling is a share of a knee that may itself be too high (a service
-                // that got faster, a gate started into a flood): while each probe finds a clearly
-                // lower base, probe again at once, deeper.
+                // The base the probe found: the median of its rounds.
                 if let Some(median) = self.median_round() {
                     self.base = Some((median, s.now));
                 }
+                // A probe's ceiling is a share of a knee that may itself be too high (a service
+                // that got faster, a gate started into a flood): while each probe finds a clearly
+                // lower base, probe again at once, deeper.
                 let mut now_base = self.base.map(|(b, _)| b);
                 // A probe whose ceiling was still above the knee (a knee set too high, by a base
                 // measured with a queue in it) kept the service saturated: its completion rate
@@ -894,7 +901,7 @@ impl Estimator {
             // Long enough for the queue to drain (the current latency) and then for a base latency
             // to be measured, with a tick to spare.
             let drain = ((2.0 * latency) as Nanos).saturating_add(s.elapsed);
-            // Two base latencies, and long enough for a round of latencies at the current rate.
+            // Two base latencies, and long enough for PROBE_ROUNDS rounds at the current rate.
             let round = self.rate.filter(|r| *r > 0.0).map_or(0, |r| {
                 (PROBE_ROUNDS as f64 * ROUND_SAMPLES as f64 / r * 1e9) as Nanos
             });
