@@ -13,7 +13,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use sluicegate::sim::family::{self, BackendReports, BackendSpec, Traffic};
+use sluicegate::sim::family::{self, BackendReports, BackendSpec, BarCheck, Traffic};
 use sluicegate::sim::{StrategyReport, STRATEGIES};
 use sluicegate::Config;
 
@@ -208,29 +208,55 @@ fn main() -> ExitCode {
         args.strategy,
         tick.as_millis()
     );
-    match family::check_family_for(&family, &args.strategy, tick) {
+    let checked = match family::check_family_for(&family, &args.strategy, tick) {
         Ok(bars) => {
             for bar in &bars {
                 println!("{bar}");
             }
             let met = bars.iter().filter(|b| b.pass).count();
             println!("\n{met} of {} bars met", bars.len());
+            bars
         }
         Err(e) => {
             println!("Bars not checked: {e}.");
             println!("\n0 of 0 bars met (`{}` did not run)", args.strategy);
+            Vec::new()
         }
-    }
+    };
     // What a limit told the capacity can reach on the same bars: a calibration of the bars.
     if args.strategy != REFERENCE {
-        if let Ok(bars) = family::check_family_for(&family, REFERENCE, tick) {
-            let met = bars.iter().filter(|b| b.pass).count();
+        if let Ok(reference) = family::check_family_for(&family, REFERENCE, tick) {
+            let met = reference.iter().filter(|b| b.pass).count();
             println!(
                 "Reference: `{REFERENCE}` (a static in-flight limit at W, told the capacity) meets \
                  {met} of {} of the same bars.",
-                bars.len()
+                reference.len()
             );
+            let missed: Vec<&BarCheck> = checked.iter().filter(|b| !b.pass).collect();
+            let both: Vec<&&BarCheck> = missed
+                .iter()
+                .filter(|b| {
+                    reference
+                        .iter()
+                        .any(|r| !r.pass && r.scenario == b.scenario && same_bar(r, b))
+                })
+                .collect();
+            println!(
+                "Of the {} bars missed, {} are missed by the reference too:",
+                missed.len(),
+                both.len()
+            );
+            for bar in both {
+                println!("  {bar}");
+            }
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Whether two checks are of the same bar: the same text, but for the peer named best (which
+/// differs from one strategy to the other).
+fn same_bar(a: &BarCheck, b: &BarCheck) -> bool {
+    let text = |c: &BarCheck| c.bar.split(" (best:").next().unwrap_or_default().to_owned();
+    text(a) == text(b)
 }
