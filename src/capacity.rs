@@ -256,6 +256,16 @@ pub fn ceiling_headroom(k: f64) -> f64 {
     QUEUE_ROOM * k.max(0.0).sqrt() + 0.5
 }
 
+/// The length of a run of ticks in a row on which something held: one more than `ticks` if it
+/// held on this one, else 0.
+fn streak(ticks: u32, held: bool) -> u32 {
+    if held {
+        ticks.saturating_add(1)
+    } else {
+        0
+    }
+}
+
 /// Appends a round's mean latency, keeping only the latest [`ROUNDS`].
 fn push_round(rounds: &mut VecDeque<f64>, mean: f64) {
     if rounds.len() == ROUNDS {
@@ -532,11 +542,7 @@ impl Estimator {
             && matches!((implied, self.base_latency()), (Some(i), Some(b)) if i > QUEUE_SIGNAL * b);
         // On two ticks in a row: on the first tick after a step the requests just admitted have
         // not had a tick to complete, whatever the service's room.
-        self.implied_ticks = if implied_high {
-            self.implied_ticks + 1
-        } else {
-            0
-        };
+        self.implied_ticks = streak(self.implied_ticks, implied_high);
         let implied_queue = self.implied_ticks >= 2;
         let queued = self.settled() && (self.queued() || implied_queue);
         // A lasting queue without refusals must also show in the requests in flight (Little's
@@ -545,7 +551,7 @@ impl Estimator {
         let crowded = self
             .knee_exact()
             .is_some_and(|k| s.in_flight as f64 > QUEUE_SIGNAL * k);
-        let streak = queued && (crowded || s.ceiling_refused);
+        let queue_streak = queued && (crowded || s.ceiling_refused);
         // Without refusals, a lasting queue must also be a growing one: a saturated service that
         // nothing turns away gathers a backlog, more requests in flight while its completions
         // stay flat. A latency above the base while completions keep up with demand is no
@@ -556,14 +562,14 @@ impl Estimator {
         // rate rose (the requests in flight of a higher load that is served are no backlog), and
         // over two latencies at least (the completions of a higher load lag it by one).
         let rate = self.rate.unwrap_or(0.0);
-        if streak && (self.queued_ticks == 0 || rate > RATE_FLAT * self.streak_from.rate) {
+        if queue_streak && (self.queued_ticks == 0 || rate > RATE_FLAT * self.streak_from.rate) {
             self.streak_from = BacklogFrom {
                 in_flight: s.in_flight,
                 rate,
                 at: s.now,
             };
         }
-        self.queued_ticks = if streak { self.queued_ticks + 1 } else { 0 };
+        self.queued_ticks = streak(self.queued_ticks, queue_streak);
         let backlog = {
             let from = self.streak_from;
             let long = self
@@ -580,11 +586,7 @@ impl Estimator {
         // ceiling: 10,000 rps at 1 ms, half its capacity, 3.5 % of requests refused after 2
         // refusals of 600 requests.) A flood turns away a large share at once, or a small one
         // tick after tick.
-        self.refused_queue_ticks = if queued && s.ceiling_refused {
-            self.refused_queue_ticks.saturating_add(1)
-        } else {
-            0
-        };
+        self.refused_queue_ticks = streak(self.refused_queue_ticks, queued && s.ceiling_refused);
         let sliver = s.ceiling_refusals > 0
             && (s.ceiling_refusals as f64)
                 < REFUSED_SHARE * s.completed.saturating_add(s.ceiling_refusals) as f64;
@@ -616,11 +618,7 @@ impl Estimator {
                 .rate
                 .zip(self.rate_best)
                 .is_some_and(|(now, (best, _))| now < SLOWED * best);
-        self.slow_ticks = if slow_tick {
-            self.slow_ticks.saturating_add(1)
-        } else {
-            0
-        };
+        self.slow_ticks = streak(self.slow_ticks, slow_tick);
         self.slowing = self.slow_ticks >= SLOWED_TICKS;
         if !self.confirmed() || self.slowing {
             self.saturated = None;
@@ -720,7 +718,7 @@ impl Estimator {
                 && self.probe.is_none()
                 && l <= room
                 && implied.is_none_or(|i| i <= room);
-            self.flat_ticks = if flat { self.flat_ticks + 1 } else { 0 };
+            self.flat_ticks = streak(self.flat_ticks, flat);
             if self.flat_ticks == 1 {
                 self.flat_since = s.now;
             }
@@ -749,11 +747,7 @@ impl Estimator {
             }
         }
 
-        self.climb_ticks = if self.climbed(s.in_flight) {
-            self.climb_ticks.saturating_add(1)
-        } else {
-            0
-        };
+        self.climb_ticks = streak(self.climb_ticks, self.climbed(s.in_flight));
         self.update_probe(s);
         self.try_settle(s.in_flight);
         self.learned()
