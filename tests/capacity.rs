@@ -658,17 +658,7 @@ fn the_estimator_is_deterministic() {
 /// One tick of a service completing 40 requests a tick (400/s) at `latency_ms`, with `in_flight`
 /// requests in flight and nothing refused.
 fn tick_at(i: u64, latency_ms: u64, in_flight: u64) -> TickSample {
-    TickSample {
-        now: i * TICK,
-        elapsed: TICK,
-        completed: 40,
-        latency_sum: 40 * latency_ms * 1_000_000,
-        latency_count: 40,
-        in_flight,
-        ceiling_refused: false,
-        ceiling_refusals: 0,
-        turned_away: false,
-    }
+    tick_of(i, 40, latency_ms, in_flight, false)
 }
 
 #[test]
@@ -703,12 +693,15 @@ fn a_latency_above_the_base_with_the_requests_in_flight_steady_is_not_taken_as_s
 /// whether the ceiling refused any.
 fn tick_of(i: u64, completed: u64, latency_ms: u64, in_flight: u64, refused: bool) -> TickSample {
     TickSample {
+        now: i * TICK,
+        elapsed: TICK,
         completed,
         latency_sum: completed * latency_ms * 1_000_000,
         latency_count: completed,
+        in_flight,
         ceiling_refused: refused,
+        ceiling_refusals: 0,
         turned_away: refused,
-        ..tick_at(i, latency_ms, in_flight)
     }
 }
 
@@ -791,15 +784,26 @@ fn a_climb_is_measured_against_the_first_rounds_latency_not_only_its_requests_in
     assert!(e.learned().settled, "{:?}", e.learned());
 }
 
-/// Settled at 2000 rps and 50 ms (200 completions a tick: the smoothed rate follows each tick),
-/// then saturated: the ceiling refusing, latency a queue's 65 ms, 130 in flight, for 3 s.
-fn saturated_at_2000() -> (Estimator, u64) {
+/// Settled at 2000 rps and 50 ms with 100 in flight, nothing refused.
+fn settled_at_2000() -> (Estimator, u64) {
     let mut e = Estimator::new();
     let mut i = 1;
     while i <= 60 {
         e.observe(&tick_of(i, 200, 50, 100, false));
         i += 1;
     }
+    assert!(
+        e.learned().settled && !e.learned().confirmed,
+        "{:?}",
+        e.learned()
+    );
+    (e, i)
+}
+
+/// Settled at 2000 rps and 50 ms (200 completions a tick: the smoothed rate follows each tick),
+/// then saturated: the ceiling refusing, latency a queue's 65 ms, 130 in flight, for 3 s.
+fn saturated_at_2000() -> (Estimator, u64) {
+    let (mut e, mut i) = settled_at_2000();
     for _ in 0..30 {
         e.observe(&tick_of(i, 200, 65, 130, true));
         i += 1;
@@ -856,22 +860,6 @@ fn a_probe_measures_the_base_on_the_median_of_several_rounds_not_on_its_first() 
             "phase {phase}: {learned:?}"
         );
     }
-}
-
-/// Settled at 2000 rps and 50 ms with 100 in flight, nothing refused.
-fn settled_at_2000() -> (Estimator, u64) {
-    let mut e = Estimator::new();
-    let mut i = 1;
-    while i <= 60 {
-        e.observe(&tick_of(i, 200, 50, 100, false));
-        i += 1;
-    }
-    assert!(
-        e.learned().settled && !e.learned().confirmed,
-        "{:?}",
-        e.learned()
-    );
-    (e, i)
 }
 
 /// A tick of 200 completions at a queue's 65 ms, 130 in flight, the ceiling refusing `refusals`.

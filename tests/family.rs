@@ -282,11 +282,7 @@ fn bars(b: &BackendReports) -> Vec<BarCheck> {
 }
 
 fn failures(b: &BackendReports) -> Vec<String> {
-    bars(b)
-        .iter()
-        .filter(|b| !b.pass)
-        .map(ToString::to_string)
-        .collect()
+    missed(&bars(b))
 }
 
 #[test]
@@ -736,11 +732,7 @@ fn sluicegate_auto_keeps_every_bar_it_met_at_the_last_review() {
             .iter()
             .any(|(bar, scenario)| b.bar.starts_with(bar) && b.scenario == *scenario)
     };
-    let regressed: Vec<String> = bars
-        .iter()
-        .filter(|b| !b.pass && !known(b))
-        .map(ToString::to_string)
-        .collect();
+    let regressed = lines(&bars, |b| !b.pass && !known(b));
     assert!(
         regressed.is_empty(),
         "bars met at the last review and missed now:\n{}",
@@ -919,11 +911,9 @@ fn sluicegate_auto_keeps_its_count_of_bars_on_other_seeds() {
             bars.len(),
             missed(&bars).join("\n")
         );
-        let far: Vec<String> = bars
-            .iter()
-            .filter(|b| b.bar.starts_with("goodput") && b.figure < b.target - GOODPUT_SHORTFALL)
-            .map(ToString::to_string)
-            .collect();
+        let far = lines(&bars, |b| {
+            b.bar.starts_with("goodput") && b.figure < b.target - GOODPUT_SHORTFALL
+        });
         assert!(
             far.is_empty(),
             "seed {seed}: goodput far below its bar:\n{}",
@@ -934,8 +924,13 @@ fn sluicegate_auto_keeps_its_count_of_bars_on_other_seeds() {
 
 /// The bars missed, one line each (figure vs target).
 fn missed(bars: &[BarCheck]) -> Vec<String> {
+    lines(bars, |b| !b.pass)
+}
+
+/// The bars `keep` picks, one line each (figure vs target).
+fn lines(bars: &[BarCheck], keep: impl Fn(&BarCheck) -> bool) -> Vec<String> {
     bars.iter()
-        .filter(|b| !b.pass)
+        .filter(|b| keep(b))
         .map(ToString::to_string)
         .collect()
 }
