@@ -17,7 +17,8 @@
 //!   seen saturated). A median, not the minimum BBR uses: the minimum of noisy means is biased
 //!   low, and a knee set low wastes capacity.
 //! * the knee `capacity × base_latency`, and the in-flight ceiling a little above it
-//!   ([`ceiling_headroom`]: half the square root of the knee, and half a request), so that the
+//!   ([`ceiling_headroom`]: half the square root of the knee, and half a request, rounded to the
+//!   nearest request: [`confirmed_ceiling`]), so that the
 //!   service always has a short queue of work and never idles, yet a congested service is not
 //!   slowed by a long one. While the capacity is only a lower bound (no queue seen within the rate
 //!   window, e.g. at the usual load) the ceiling sits at twice the knee
@@ -27,7 +28,19 @@
 //! Under saturation the capacity is the mean completion rate of the saturated ticks
 //! ([`SATURATED_SAMPLES`]), not the highest: the maximum of a noisy rate sits above the rate, and
 //! a knee set high is a standing queue. Saturation stays confirmed while the ceiling refuses and
-//! latency shows at least half the queue the ceiling allows; latency below that is room.
+//! the latency of the last several ticks shows at least half the queue the ceiling allows;
+//! latency below that is room.
+//!
+//! A tick's rate pulls that mean down only when the tick shows a queue out of the noise of its
+//! latencies ([`QUEUE_SIGMAS`] standard errors of the mean latency of the last several ticks,
+//! from the spread of single latencies measured on clean ticks). A tick that refused without
+//! such a queue may have been a burst the ceiling cut at a load under the capacity: its rate is a
+//! lower bound, which may raise the mean but not lower it. (Counted in full, the load of the
+//! moment pulled the capacity down to it, the ceiling followed, refused more of that load, and
+//! the next ticks measured less still: in `hover`, at 0.9 to 1.1 times the capacity, the estimate
+//! swung between 0.8 and 1.1 of it; after `slow-backend` it stayed at the demand for 15 s.) When
+//! the ceiling refuses while latency shows room ([`FLAT_TICKS`]), the mean grows with the
+//! capacity: the service was not saturated at it.
 //!
 //! A queue is read two ways: from the latencies measured, and from Little's law, the requests in
 //! flight over the completion rate. The first lags a queue by a whole latency (the requests that
@@ -67,13 +80,17 @@
 //!   ([`REPROBE`]); one that finds the same base pools its rounds with the older ones, so that the
 //!   base does not rest on a probe's handful. A slow service probes at most every
 //!   [`BASE_WINDOW_LATENCIES`] base latencies.
-//! * **A service that changes speed.** When it slows down while saturated (latency up, completions
-//!   below [`SLOWED`] of the best on [`SLOWED_TICKS`] ticks in a row), a probe comes after a second
+//! * **A service that changes speed.** When it slows down while saturated (latency up and the
+//!   ceiling refusing, completions below [`SLOWED`] of the saturated mean, or of the best before
+//!   that mean is measured, on [`SLOWED_TICKS`] ticks in a row), a probe comes after a second
 //!   instead of [`BASE_WINDOW`], and the rates remembered from the faster service are dropped once
 //!   the probe shows the slower base ([`SLOWER`]); otherwise capacity × old base would shrink the
 //!   ceiling into a spiral. When it gets faster, clean rounds well below the base replace the older
 //!   ones ([`FASTER_ROUNDS`]), and while saturated a lower latency with a higher rate triggers a
-//!   probe ([`FASTER_LATENCY`], [`FASTER_RATE`]).
+//!   probe ([`FASTER_LATENCY`], [`FASTER_RATE`]). Completions that fall with nothing refused are a
+//!   load that fell, not a slower service: at the end of an overload the queue still drains, and
+//!   judged as a slower service it reset the capacity to the falling rate. Nor is a rate a fifth
+//!   under the highest of a noisy rate a slower service when it is near the saturated mean.
 //! * **A slow, spread-out service at its usual load.** With few completions a tick and service
 //!   times spread as widely as their mean, a base from the start-up's quicker rounds sits below the
 //!   true mean latency until the usual load's rounds correct it, and meanwhile the latency of now
@@ -89,7 +106,9 @@
 //!   saturation is confirmed, refusals of less than [`REFUSED_SHARE`] of a tick's requests count
 //!   only on [`REFUSED_TICKS`] ticks in a row; a flood turns away far more at once. (Taken as
 //!   saturation, a burst of 2 refusals in 600 requests made the knee of half the load the
-//!   ceiling.)
+//!   ceiling.) After it was confirmed too: slivers of refusals after an overload, with the
+//!   latency of a heavy-tailed service, kept renewing the confirmation, and the ceiling stayed
+//!   at a knee measured on the falling load for 20 s.
 //! * **Noise.** Rates and latencies are smoothed over at least [`RATE_SAMPLES`] completions and
 //!   [`LATENCY_SAMPLES`] latencies, so that a slow service (few completions per tick) is not judged
 //!   on a handful of requests.
@@ -232,6 +251,15 @@ pub const SLOWED: f64 = 0.8;
 /// through an overload of the heavy-tail scenario, each one measuring the base on a handful of
 /// requests).
 pub const SLOWED_TICKS: u32 = 3;
+/// How many standard errors the mean latency of the last several ticks must stand above the base
+/// for a saturated tick's rate to lower the saturated mean: below that, the queue may be the noise
+/// of a few latencies, and the tick a burst at a load under the capacity.
+pub const QUEUE_SIGMAS: f64 = 1.5;
+/// Weight of one clean tick in the estimate of how widely single latencies spread.
+const SPREAD_WEIGHT: f64 = 0.05;
+/// Weight of one tick in the latency that tells a full service: several ticks' latencies, so
+/// that a queue a few requests long stands out of their noise.
+const FULL_WEIGHT: f64 = 0.2;
 /// Shortest gap between two probes for a slowed service.
 const SLOW_PROBE_GAP_NS: Nanos = 1_000_000_000;
 /// A probe ends after at least this long even without a clean round.
@@ -275,9 +303,10 @@ fn push_round(rounds: &mut VecDeque<f64>, mean: f64) {
 }
 
 /// The in-flight ceiling over a knee `k` confirmed saturated: `k` plus [`ceiling_headroom`],
-/// rounded up.
+/// rounded to the nearest request (rounded up, the half request of the headroom became a whole
+/// one, a standing queue one request longer than the headroom intends).
 pub fn confirmed_ceiling(k: f64) -> u64 {
-    let c = (k + ceiling_headroom(k)).ceil();
+    let c = (k + ceiling_headroom(k)).round();
     if c.is_finite() && c >= 1.0 {
         c as u64
     } else {
@@ -415,6 +444,12 @@ pub struct Estimator {
     refused_queue_ticks: u32,
     /// Ticks in a row on which latency showed a queue while completions were well below the best.
     slow_ticks: u32,
+    /// How widely single latencies spread around the base: the squared coefficient of variation,
+    /// measured on clean ticks (a tick's mean latency over n requests strays from the base by
+    /// about the base × √(this ÷ n)).
+    latency_spread: Option<f64>,
+    /// Mean latency and latencies a tick, both over the last several ticks ([`FULL_WEIGHT`]).
+    recent: Option<(f64, f64)>,
 }
 
 /// The point a backlog is measured from: when the current run of queued ticks began, or when its
@@ -484,6 +519,8 @@ impl Estimator {
             lowest_latency: None,
             first_round_latency: None,
             climb_ticks: 0,
+            latency_spread: None,
+            recent: None,
             settled: false,
             queued_ticks: 0,
             streak_from: BacklogFrom::default(),
@@ -522,6 +559,11 @@ impl Estimator {
         let tick_latency =
             (s.latency_count > 0).then(|| s.latency_sum as f64 / s.latency_count as f64);
         if let Some(l) = tick_latency {
+            let n = s.latency_count as f64;
+            self.recent = Some(match self.recent {
+                Some((m, c)) => (m + FULL_WEIGHT * (l - m), c + FULL_WEIGHT * (n - c)),
+                None => (l, n),
+            });
             let weight = (s.latency_count as f64 / LATENCY_SAMPLES).min(1.0);
             self.latency = Some(match self.latency {
                 Some(old) => old + weight * (l - old),
@@ -590,8 +632,7 @@ impl Estimator {
         let sliver = s.ceiling_refusals > 0
             && (s.ceiling_refusals as f64)
                 < REFUSED_SHARE * s.completed.saturating_add(s.ceiling_refusals) as f64;
-        let refusals_tell =
-            !sliver || self.confirmed() || self.refused_queue_ticks >= REFUSED_TICKS;
+        let refusals_tell = !sliver || self.refused_queue_ticks >= REFUSED_TICKS;
         let saturated_now = queued && ((s.ceiling_refused && refusals_tell) || lasting);
         if saturated_now {
             // A queue has formed while the ceiling turned requests away, or has lasted: the
@@ -603,21 +644,32 @@ impl Estimator {
             self.queue_seen = Some(s.now);
         }
         // Once saturation was seen, the ceiling holds the queue short (see `ceiling_headroom`);
-        // a latency above half the queue it allows, while the ceiling refuses, keeps proving the
-        // service saturated.
+        // a latency of the last several ticks above half the queue it allows, while the ceiling
+        // refuses more than a sliver, keeps proving the service saturated. (Several ticks: that
+        // queue is a few requests, and one tick's latency swings by more.)
         let full = self.confirmed()
             && s.ceiling_refused
+            && refusals_tell
             && self.probe.is_none()
-            && matches!((self.latency, self.base_latency()), (Some(l), Some(b)) if l > b * self.room_signal());
+            && matches!((self.recent, self.base_latency()), (Some((l, _)), Some(b)) if l > b * self.room_signal());
         if full {
             self.rate_floor = 0.0;
             self.queue_seen = Some(s.now);
         }
+        // Against the saturated mean once it is measured: the windowed best is the highest of a
+        // noisy rate, and a rate a fifth below it may be the service's usual one.
+        let reference = match self.saturated {
+            Some((mean, ticks)) if ticks >= SATURATED_TICKS => Some(mean),
+            _ => self.rate_best.map(|(best, _)| best),
+        };
+        // With the ceiling refusing: completions that fall with no one turned away are a demand
+        // that fell (the end of an overload, its queue still draining), not a slower service.
         let slow_tick = queued
+            && s.ceiling_refused
             && self
                 .rate
-                .zip(self.rate_best)
-                .is_some_and(|(now, (best, _))| now < SLOWED * best);
+                .zip(reference)
+                .is_some_and(|(now, reference)| now < SLOWED * reference);
         self.slow_ticks = streak(self.slow_ticks, slow_tick);
         self.slowing = self.slow_ticks >= SLOWED_TICKS;
         if !self.confirmed() || self.slowing {
@@ -629,15 +681,22 @@ impl Estimator {
         {
             let rate = s.completed as f64 / (s.elapsed as f64 / 1e9);
             let (mean, n) = self.saturated.unwrap_or((rate, 0));
-            // A plain mean of the first ticks, then a moving one over SATURATED_SAMPLES.
-            let weight = (s.completed as f64 / SATURATED_SAMPLES)
-                .min(1.0 / SATURATED_TICKS as f64)
-                .max(1.0 / (n + 1) as f64);
-            self.saturated = Some((mean + weight * (rate - mean), n + 1));
-            if n + 1 == SATURATED_TICKS {
-                // The first capacity measured saturated is the one to tell a faster service by
-                // (the one at the last clean round may be a lower bound from the usual load).
-                self.rate_at_base = self.capacity();
+            // A refusal without a queue to show for it is a burst the ceiling cut, not a service
+            // kept busy all tick: its rate is a lower bound, which may raise the mean but not
+            // lower it. (Counted in full, the rate of a load just under the capacity pulled the
+            // capacity down to it, and the ceiling with it: the throttling trap.)
+            let lower_bound = !((full || saturated_now) && self.stands_out());
+            if !(lower_bound && rate < mean) {
+                // A plain mean of the first ticks, then a moving one over SATURATED_SAMPLES.
+                let weight = (s.completed as f64 / SATURATED_SAMPLES)
+                    .min(1.0 / SATURATED_TICKS as f64)
+                    .max(1.0 / (n + 1) as f64);
+                self.saturated = Some((mean + weight * (rate - mean), n + 1));
+                if n + 1 == SATURATED_TICKS {
+                    // The first capacity measured saturated is the one to tell a faster service by
+                    // (the one at the last clean round may be a lower bound from the usual load).
+                    self.rate_at_base = self.capacity();
+                }
             }
         }
 
@@ -652,6 +711,18 @@ impl Estimator {
             Some(_) => probing_clean,
             None => !s.ceiling_refused && !saturated_now && !above_knee,
         };
+        if let (true, Some(l), Some(b)) = (
+            clean_tick && self.settled() && s.latency_count > 0,
+            tick_latency,
+            self.base_latency(),
+        ) {
+            let z = (l - b) / b;
+            let sample = z * z * s.latency_count as f64;
+            self.latency_spread = Some(match self.latency_spread {
+                Some(v) => v + SPREAD_WEIGHT * (sample - v),
+                None => sample,
+            });
+        }
         // Rounds of the startup are not the service's (see `past_startup`), except for a first
         // base to start from.
         let startup = !self.past_startup();
@@ -743,6 +814,12 @@ impl Estimator {
                 // refusals with flat latency mean something else holds the service back.
                 let measured = self.rate_best.map_or(c, |(r, _)| r);
                 self.rate_floor = (c * gain).min(measured * MAX_GROWTH);
+                // The saturated mean grows with it: the room shown says the service was not
+                // saturated at that mean, and the next queue would otherwise drop the capacity
+                // back to it.
+                if let Some((mean, n)) = self.saturated {
+                    self.saturated = Some((mean.max(self.rate_floor), n));
+                }
                 self.last_growth = s.now;
             }
         }
@@ -999,6 +1076,21 @@ impl Estimator {
         match self.knee_exact() {
             Some(k) if k > 0.0 => 1.0 + 0.5 * ceiling_headroom(k) / k,
             _ => GROWTH_SIGNAL,
+        }
+    }
+
+    /// Whether the latency of the last several ticks stands above the base by more than
+    /// [`QUEUE_SIGMAS`] of its noise (always, until the spread of latencies is measured).
+    fn stands_out(&self) -> bool {
+        match (self.recent, self.base_latency(), self.latency_spread) {
+            (Some((l, count)), Some(b), Some(spread)) if count > 0.0 => {
+                // The noise of an average over ticks weighted by FULL_WEIGHT: α ÷ (2 − α) of
+                // one tick's.
+                let ticks = FULL_WEIGHT / (2.0 - FULL_WEIGHT);
+                (l - b) / b > QUEUE_SIGMAS * (spread * ticks / count).sqrt()
+            }
+            (None, _, _) => false,
+            _ => true,
         }
     }
 
