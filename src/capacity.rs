@@ -449,7 +449,7 @@ pub struct Estimator {
     /// about the base × √(this ÷ n)).
     latency_spread: Option<f64>,
     /// Mean latency and latencies a tick, both over the last several ticks ([`FULL_WEIGHT`]).
-    recent: Option<(f64, f64)>,
+    recent_latency: Option<(f64, f64)>,
 }
 
 /// The point a backlog is measured from: when the current run of queued ticks began, or when its
@@ -520,7 +520,7 @@ impl Estimator {
             first_round_latency: None,
             climb_ticks: 0,
             latency_spread: None,
-            recent: None,
+            recent_latency: None,
             settled: false,
             queued_ticks: 0,
             streak_from: BacklogFrom::default(),
@@ -560,7 +560,7 @@ impl Estimator {
             (s.latency_count > 0).then(|| s.latency_sum as f64 / s.latency_count as f64);
         if let Some(l) = tick_latency {
             let n = s.latency_count as f64;
-            self.recent = Some(match self.recent {
+            self.recent_latency = Some(match self.recent_latency {
                 Some((m, c)) => (m + FULL_WEIGHT * (l - m), c + FULL_WEIGHT * (n - c)),
                 None => (l, n),
             });
@@ -651,7 +651,7 @@ impl Estimator {
             && s.ceiling_refused
             && refusals_tell
             && self.probe.is_none()
-            && matches!((self.recent, self.base_latency()), (Some((l, _)), Some(b)) if l > b * self.room_signal());
+            && matches!((self.recent_latency, self.base_latency()), (Some((l, _)), Some(b)) if l > b * self.room_signal());
         if full {
             self.rate_floor = 0.0;
             self.queue_seen = Some(s.now);
@@ -685,8 +685,8 @@ impl Estimator {
             // kept busy all tick: its rate is a lower bound, which may raise the mean but not
             // lower it. (Counted in full, the rate of a load just under the capacity pulled the
             // capacity down to it, and the ceiling with it: the throttling trap.)
-            let lower_bound = !((full || saturated_now) && self.stands_out());
-            if !(lower_bound && rate < mean) {
+            let queue_shown = (full || saturated_now) && self.stands_out();
+            if queue_shown || rate >= mean {
                 // A plain mean of the first ticks, then a moving one over SATURATED_SAMPLES.
                 let weight = (s.completed as f64 / SATURATED_SAMPLES)
                     .min(1.0 / SATURATED_TICKS as f64)
@@ -1082,7 +1082,11 @@ impl Estimator {
     /// Whether the latency of the last several ticks stands above the base by more than
     /// [`QUEUE_SIGMAS`] of its noise (always, until the spread of latencies is measured).
     fn stands_out(&self) -> bool {
-        match (self.recent, self.base_latency(), self.latency_spread) {
+        match (
+            self.recent_latency,
+            self.base_latency(),
+            self.latency_spread,
+        ) {
             (Some((l, count)), Some(b), Some(spread)) if count > 0.0 => {
                 // The noise of an average over ticks weighted by FULL_WEIGHT: α ÷ (2 − α) of
                 // one tick's.
