@@ -18,12 +18,11 @@
 //!   low, and a knee set low wastes capacity.
 //! * the knee `capacity × base_latency`, and the in-flight ceiling a little above it
 //!   ([`ceiling_headroom`]: half the square root of the knee, and half a request, rounded to the
-//!   nearest request: [`confirmed_ceiling`]), so that the
-//!   service always has a short queue of work and never idles, yet a congested service is not
-//!   slowed by a long one. While the capacity is only a lower bound (no queue seen within the rate
-//!   window, e.g. at the usual load) the ceiling sits at twice the knee
-//!   ([`UNCONFIRMED_HEADROOM`]): not a cap on the usual load, yet a flood is still stopped on its
-//!   first requests.
+//!   nearest request: [`confirmed_ceiling`]), so that the service always has a short queue of
+//!   work and never idles, yet a congested service is not slowed by a long one. While the
+//!   capacity is only a lower bound (no queue seen within the rate window, e.g. at the usual
+//!   load) the ceiling sits at twice the knee ([`UNCONFIRMED_HEADROOM`]): not a cap on the usual
+//!   load, yet a flood is still stopped on its first requests.
 //!
 //! Under saturation the capacity is the mean completion rate of the saturated ticks
 //! ([`SATURATED_SAMPLES`]), not the highest: the maximum of a noisy rate sits above the rate, and
@@ -243,7 +242,8 @@ pub const REFUSED_TICKS: u32 = 2;
 /// Latency above `QUEUE_SIGNAL × base` means a queue has formed: the service is saturated.
 pub const QUEUE_SIGNAL: f64 = 1.2;
 
-/// The completion rate has fallen below this share of the best in the window: the service slowed.
+/// The completion rate has fallen below this share of the saturated mean (of the best in the
+/// window, before that mean is measured): the service slowed.
 pub const SLOWED: f64 = 0.8;
 /// Ticks in a row the completion rate must stay below [`SLOWED`] of the best (with a queue) to
 /// mean the service slowed: the best is the highest of a noisy rate, and on a service whose times
@@ -437,12 +437,14 @@ pub struct Estimator {
     /// Saturated ticks count only from here on (the refill after a probe is not the service's
     /// rate).
     steady_from: Nanos,
-    /// Latency shows a queue while completions fell well below the best, on [`SLOWED_TICKS`]
-    /// ticks in a row: the service slowed.
+    /// Latency shows a queue and the ceiling refuses while completions fell well below the
+    /// saturated mean (or the best, before that mean is measured), on [`SLOWED_TICKS`] ticks in
+    /// a row: the service slowed.
     slowing: bool,
     /// Ticks in a row on which the ceiling refused while latency showed a queue.
     refused_queue_ticks: u32,
-    /// Ticks in a row on which latency showed a queue while completions were well below the best.
+    /// Ticks in a row on which latency showed a queue and the ceiling refused while completions
+    /// were well below the saturated mean (see `slowing`).
     slow_ticks: u32,
     /// How widely single latencies spread around the base: the squared coefficient of variation,
     /// measured on clean ticks (a tick's mean latency over n requests strays from the base by
