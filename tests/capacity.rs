@@ -923,11 +923,11 @@ fn spread_tick(i: u64, completed: u64, in_flight: u64, refused: bool) -> TickSam
 }
 
 #[test]
-fn a_latency_above_the_base_by_less_than_its_noise_does_not_count_as_a_full_service() {
+fn a_latency_above_the_base_by_less_than_its_noise_does_not_lower_the_capacity() {
     // Settled on a service whose tick means spread by a fifth, then saturated (a queue of 80 ms,
     // well out of that noise); then the load falls to 1500 rps, the queue drains, and the ceiling
-    // refuses a burst on each tick while latency is up by less than its noise. Those ticks
-    // are a load under the capacity, not a full service: the capacity stays.
+    // refuses a burst on each tick while latency is up by less than its noise. Those ticks may
+    // be a load under the capacity: their rates do not lower it.
     let mut e = Estimator::new();
     let mut i = 1;
     while i <= 90 {
