@@ -666,12 +666,7 @@ fn a_latency_above_the_base_with_the_requests_in_flight_steady_is_not_taken_as_s
     // Settled at 50 ms and 20 in flight; then latency 30 % up (a queue signal) and the requests
     // in flight up with it by Little's law (26, above the knee by a fifth), but no longer
     // growing: demand and completions match, so the service keeps up.
-    let mut e = Estimator::new();
-    let mut i = 1;
-    while i <= 60 {
-        e.observe(&tick_at(i, 50, 20));
-        i += 1;
-    }
+    let (mut e, mut i) = fed(60, |i| tick_at(i, 50, 20));
     assert!(e.learned().settled);
     assert!(!e.learned().confirmed);
     for _ in 0..30 {
@@ -705,6 +700,15 @@ fn tick_of(i: u64, completed: u64, latency_ms: u64, in_flight: u64, refused: boo
     }
 }
 
+/// A new estimator fed `tick(i)` for ticks 1 to `last`, and the number of the next tick.
+fn fed(last: u64, tick: impl Fn(u64) -> TickSample) -> (Estimator, u64) {
+    let mut e = Estimator::new();
+    for i in 1..=last {
+        e.observe(&tick(i));
+    }
+    (e, last + 1)
+}
+
 #[test]
 fn a_base_learned_low_is_corrected_by_the_rounds_of_a_usual_load_that_nothing_turns_away() {
     // Settled on 35 ms (the quick requests that complete first on a filling pipeline), then the
@@ -712,12 +716,7 @@ fn a_base_learned_low_is_corrected_by_the_rounds_of_a_usual_load_that_nothing_tu
     // turned away and no backlog grows, so these are the service's own latencies, not a queue.
     // (Rounds were once kept only when latency sat within a fifth of the base: every round of
     // the true latency was then left out and the base stayed at 35 ms, a knee 30 % low.)
-    let mut e = Estimator::new();
-    let mut i = 1;
-    while i <= 60 {
-        e.observe(&tick_at(i, 35, 14));
-        i += 1;
-    }
+    let (mut e, mut i) = fed(60, |i| tick_at(i, 35, 14));
     assert!(e.learned().settled);
     assert!(near(e.base_latency().unwrap_or(0.0), 35e6, 0.01));
     for _ in 0..60 {
@@ -736,12 +735,7 @@ fn a_base_learned_low_is_corrected_by_the_rounds_of_a_usual_load_that_nothing_tu
 /// Ticks of a service at 400 rps and 50 ms with 20 in flight, until its first clean round and no
 /// further: past its start-up, not yet settled.
 fn just_past_the_start() -> (Estimator, u64) {
-    let mut e = Estimator::new();
-    let mut i = 1;
-    while i <= 5 {
-        e.observe(&tick_at(i, 50, 20));
-        i += 1;
-    }
+    let (e, i) = fed(5, |i| tick_at(i, 50, 20));
     assert!(!e.learned().settled, "{:?}", e.learned());
     (e, i)
 }
@@ -768,13 +762,8 @@ fn a_climb_is_measured_against_the_first_rounds_latency_not_only_its_requests_in
     // The first round completed with 2 in flight (a Poisson count at 100 rps and 50 ms, mean 5):
     // 20 ms by Little's law. Then 7 in flight, a usual count: 70 ms, over three times 20 ms, but
     // well within the first round's own 50 ms.
-    let mut e = Estimator::new();
-    let mut i = 1;
     // Past the start-up (a quarter of a second) and a first round of 50 latencies.
-    while i <= 9 {
-        e.observe(&tick_of(i, 10, 50, 2, false));
-        i += 1;
-    }
+    let (mut e, mut i) = fed(9, |i| tick_of(i, 10, 50, 2, false));
     assert!(!e.learned().settled, "{:?}", e.learned());
     for _ in 0..40 {
         e.observe(&tick_of(i, 10, 50, 7, false));
@@ -786,12 +775,7 @@ fn a_climb_is_measured_against_the_first_rounds_latency_not_only_its_requests_in
 
 /// Settled at 2000 rps and 50 ms with 100 in flight, nothing refused.
 fn settled_at_2000() -> (Estimator, u64) {
-    let mut e = Estimator::new();
-    let mut i = 1;
-    while i <= 60 {
-        e.observe(&tick_of(i, 200, 50, 100, false));
-        i += 1;
-    }
+    let (e, i) = fed(60, |i| tick_of(i, 200, 50, 100, false));
     assert!(
         e.learned().settled && !e.learned().confirmed,
         "{:?}",
@@ -928,12 +912,7 @@ fn a_latency_above_the_base_by_less_than_its_noise_does_not_lower_the_capacity()
     // well out of that noise); then the load falls to 1500 rps, the queue drains, and the ceiling
     // refuses a burst on each tick while latency is up by less than its noise. Those ticks may
     // be a load under the capacity: their rates do not lower it.
-    let mut e = Estimator::new();
-    let mut i = 1;
-    while i <= 90 {
-        e.observe(&spread_tick(i, 200, 100, false));
-        i += 1;
-    }
+    let (mut e, mut i) = fed(90, |i| spread_tick(i, 200, 100, false));
     let settled = e.learned();
     assert!(settled.settled && !settled.confirmed, "{settled:?}");
     assert_eq!(settled.base_latency, Some(ms(50)), "{settled:?}");
