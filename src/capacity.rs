@@ -660,10 +660,9 @@ impl Estimator {
         }
         // Against the saturated mean once it is measured: the windowed best is the highest of a
         // noisy rate, and a rate a fifth below it may be the service's usual one.
-        let reference = match self.saturated {
-            Some((mean, ticks)) if ticks >= SATURATED_TICKS => Some(mean),
-            _ => self.rate_best.map(|(best, _)| best),
-        };
+        let reference = self
+            .saturated_mean()
+            .or(self.rate_best.map(|(best, _)| best));
         // With the ceiling refusing: completions that fall with no one turned away are a demand
         // that fell (the end of an overload, its queue still draining), not a slower service.
         let slow_tick = queued
@@ -713,17 +712,15 @@ impl Estimator {
             Some(_) => probing_clean,
             None => !s.ceiling_refused && !saturated_now && !above_knee,
         };
-        if let (true, Some(l), Some(b)) = (
-            clean_tick && self.settled() && s.latency_count > 0,
-            tick_latency,
-            self.base_latency(),
-        ) {
-            let z = (l - b) / b;
-            let sample = z * z * s.latency_count as f64;
-            self.latency_spread = Some(match self.latency_spread {
-                Some(v) => v + SPREAD_WEIGHT * (sample - v),
-                None => sample,
-            });
+        if clean_tick && self.settled() {
+            if let (Some(l), Some(b)) = (tick_latency, self.base_latency()) {
+                let z = (l - b) / b;
+                let sample = z * z * s.latency_count as f64;
+                self.latency_spread = Some(match self.latency_spread {
+                    Some(v) => v + SPREAD_WEIGHT * (sample - v),
+                    None => sample,
+                });
+            }
         }
         // Rounds of the startup are not the service's (see `past_startup`), except for a first
         // base to start from.
@@ -819,8 +816,8 @@ impl Estimator {
                 // The saturated mean grows with it: the room shown says the service was not
                 // saturated at that mean, and the next queue would otherwise drop the capacity
                 // back to it.
-                if let Some((mean, n)) = self.saturated {
-                    self.saturated = Some((mean.max(self.rate_floor), n));
+                if let Some((mean, _)) = self.saturated.as_mut() {
+                    *mean = mean.max(self.rate_floor);
                 }
                 self.last_growth = s.now;
             }
@@ -1057,15 +1054,22 @@ impl Estimator {
     /// Completions per second the service has shown it sustains.
     pub fn capacity(&self) -> Option<f64> {
         let best = self.rate_best.map(|(r, _)| r);
-        let measured = match self.saturated {
-            Some((mean, ticks)) if ticks >= SATURATED_TICKS => Some(mean),
+        let measured = self.saturated_mean().or(match self.saturated {
             // The smoothed rate lags a rise: the first saturated ticks may already show more.
             Some((mean, _)) => Some(best.map_or(mean, |b| b.max(mean))),
             None => best,
-        };
+        });
         measured
             .map(|r| r.max(self.rate_floor))
             .filter(|r| r.is_finite() && *r > 0.0)
+    }
+
+    /// The mean completion rate of the saturated ticks, once [`SATURATED_TICKS`] of them were
+    /// measured.
+    fn saturated_mean(&self) -> Option<f64> {
+        self.saturated
+            .filter(|(_, ticks)| *ticks >= SATURATED_TICKS)
+            .map(|(mean, _)| mean)
     }
 
     /// Latency, as a multiple of the base, that tells room (below) from a full service (above)
