@@ -156,10 +156,13 @@ struct HotLimits {
     /// slot from them.
     floor_slots: AtomicU64,
     /// How many of the requests on the floor urgent requests need not count against their
-    /// ceiling: the floor's expected count in flight, times the share of the working level urgent
-    /// demand leaves. While urgent demand leaves room, the floor takes its slots beside the
-    /// urgent headroom; as urgent demand alone fills the working level, the floor's slots come
-    /// out of the urgent requests' instead, so that the service is not loaded past its ceiling.
+    /// ceiling: the floor's slots (its bursts, not just its usual count in flight), times the
+    /// share of the working level urgent demand leaves. While urgent demand leaves room, the
+    /// floor takes its slots beside the urgent headroom, bursts included; as urgent demand alone
+    /// fills the working level, the floor's slots come out of the urgent requests' instead, so
+    /// that the service is not loaded past its ceiling. (A credit of the usual count only let a
+    /// burst of the floor refuse urgent requests: in `priority-flood` on 10 workers, four on the
+    /// floor against a credit of two.)
     floor_credit: AtomicU64,
     /// Whether any switch or ceiling figure is learned: the self-tuning behaviours (urgent reserve,
     /// work-conserving tokens, deadline-aware waiting, a calm second before the switch turns off)
@@ -1900,13 +1903,15 @@ impl<C: Clock> Inner<C> {
         // the service never drowns, but any urgent request still beats every non-urgent one to a
         // freed slot. There is none with a fixed `max_in_flight`.
         let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
-        // The non-urgent floor's own count in flight, at its rate (Little's law).
+        // The non-urgent floor's own count in flight, at its rate (Little's law), and room for
+        // its bursts: twice that, and two.
         let floor_in_flight = g.non_urgent_qps * latency;
+        let floor_room = (2.0 * floor_in_flight).ceil() + 2.0;
         let (headroom, floor_credit) = if g.max_in_flight.is_auto() {
             let need = m.urgent_need.min(working as f64);
             let left = 1.0 - need / working as f64;
             let spread = 3.0 * need.sqrt() * left;
-            let credit = (floor_in_flight * left).ceil();
+            let credit = (floor_room * left).ceil();
             (
                 spread.max(0.0) as u64 + URGENT_HEADROOM_MIN,
                 credit.clamp(0.0, u32::MAX as f64) as u64,
@@ -1941,13 +1946,11 @@ impl<C: Clock> Inner<C> {
         };
         hot.max_in_flight.store(ceiling, Ordering::Relaxed);
         m.ceiling_bounded = learned.ceiling.is_some_and(|c| working < c);
-        // Twice the floor's own count in flight, and two: room for its bursts.
-        let floor_slots = (2.0 * floor_in_flight).ceil() + 2.0;
         // Only above a learned ceiling, and never past its bound: a number the user set holds.
         let floor_slots = match g.max_in_flight {
             Limit::Auto { max, .. } => {
                 let room = max.map_or(u64::MAX, |m| m.saturating_sub(ceiling));
-                (floor_slots.min(u32::MAX as f64) as u64).min(room)
+                (floor_room.min(u32::MAX as f64) as u64).min(room)
             }
             Limit::Fixed(_) => 0,
         };

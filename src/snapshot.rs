@@ -70,8 +70,8 @@ pub struct Limits {
     /// `max_in_flight`: room for the floor's own count in flight.
     pub floor_slots: u64,
     /// How many requests on the non-urgent floor urgent requests do not count against
-    /// `max_in_flight`: the floor's expected count in flight times the share of the working level
-    /// urgent demand leaves (0 once urgent demand alone fills it, or with a fixed
+    /// `max_in_flight`: the floor's slots (room for its bursts) times the share of the working
+    /// level urgent demand leaves (0 once urgent demand alone fills it, or with a fixed
     /// `max_in_flight`). So the floor takes its slots beside the urgent headroom, not out of it.
     pub floor_credit: u64,
     /// In-flight level up to which requests enter without being classified: the ceiling less the

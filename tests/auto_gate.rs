@@ -720,6 +720,50 @@ fn requests_on_the_non_urgent_floor_leave_the_urgent_headroom_whole() {
 }
 
 #[test]
+fn a_burst_on_the_non_urgent_floor_leaves_the_urgent_headroom_whole_while_urgent_demand_is_light() {
+    // As above, but the floor takes every token its bucket holds: more than its usual count in
+    // flight. While urgent demand leaves most of the working level, such a burst must not come
+    // out of the urgent headroom either (seen: in `priority-flood` on a service of 10 workers,
+    // four requests on the floor against a credit of two refused urgent requests).
+    let (gate, clock, _) = gate_with(with_reports_non_urgent());
+    let mut log = Log::default();
+    drop(calm_then_mixed(
+        &gate,
+        &clock,
+        40.0,
+        3.0 * CAPACITY,
+        &mut log,
+    ));
+    let at = gate.snapshot();
+    clock.advance(ms(90));
+    let limits = at.limits;
+    let trace = log.show(8.0);
+    assert_eq!(at.in_flight, 0, "{}", show(&at));
+    let headroom = limits.max_in_flight - limits.shared_in_flight;
+    let non_urgent = Request::url("/report/monthly");
+    let mut held = hold(&gate, &non_urgent, limits.shared_in_flight as usize);
+    while let Ok(permit) = gate.try_acquire(&non_urgent) {
+        held.push(permit);
+    }
+    let on_floor = held.len() as u64 - limits.shared_in_flight;
+    assert!(
+        on_floor > 2,
+        "the floor took {on_floor}: no burst: {limits:?}\n{trace}"
+    );
+    assert!(on_floor <= limits.floor_slots, "{limits:?}");
+    let urgent = Request::url("/pay");
+    let mut admitted = 0;
+    while gate.try_acquire(&urgent).map(|p| held.push(p)).is_ok() {
+        admitted += 1;
+        assert!(admitted <= headroom, "past the headroom: {limits:?}");
+    }
+    assert_eq!(
+        admitted, headroom,
+        "{on_floor} on the floor: {limits:?}\n{trace}"
+    );
+}
+
+#[test]
 fn non_urgent_requests_keep_their_floor_while_urgent_requests_flood() {
     for flood in [2.0, 3.0] {
         let (urgent, non_urgent, log) = mixed(flood * CAPACITY, 60.0);
