@@ -45,7 +45,10 @@
 //! flight over the completion rate. The first lags a queue by a whole latency (the requests that
 //! show it have to complete), which on a 500 ms service is five ticks of a flood admitted; the
 //! second shows it at once, but only on two ticks in a row while the ceiling refuses (on the first
-//! tick after a step the requests just admitted have not had time to complete). A queue seen
+//! tick after a step the requests just admitted have not had time to complete), or memory does:
+//! on a large service with large requests the memory ceiling holds the requests in flight before
+//! the learned one does, and its refusals say as much of a queue (though nothing of room, so they
+//! never make the capacity grow). A queue seen
 //! without refusals counts only when the requests in flight show it too: a few slow requests at a
 //! low rate are noise, not saturation.
 //!
@@ -136,6 +139,7 @@
 //!         in_flight: 20,
 //!         ceiling_refused: false,
 //!         ceiling_refusals: 0,
+//!         memory_refusals: 0,
 //!         turned_away: false,
 //!     });
 //! }
@@ -338,6 +342,11 @@ pub struct TickSample {
     /// not counted, and then `ceiling_refused` counts in full. Before saturation is confirmed,
     /// refusals of less than [`REFUSED_SHARE`] of the tick's requests are a burst, not a flood.
     pub ceiling_refusals: u64,
+    /// How many requests the memory ceiling refused since the previous tick (at the level where
+    /// memory is projected to reach a mark, or above the ceiling). Memory then holds the requests
+    /// in flight as the in-flight ceiling would: a queue they show is saturation. They say nothing
+    /// of the service's room, so they never make the capacity grow.
+    pub memory_refusals: u64,
     /// Whether the gate refused any request since the previous tick, for whatever reason (the
     /// ceiling, memory, the rate): demand then exceeded what was admitted, so requests in flight
     /// that stay level do not show that the service keeps up with demand.
@@ -581,7 +590,11 @@ impl Estimator {
         // The higher of the smoothed rate and the tick's: the smoothed one lags a rise in the
         // requests in flight, and a lagging rate would read as a queue.
         let implied = self.implied_latency(s.in_flight);
-        let implied_high = s.ceiling_refused
+        // A ceiling held the requests in flight: the learned one, or memory's (on a large
+        // service with large requests memory binds first, and waiting for the latencies to show
+        // the queue it holds cost two ticks of it).
+        let held = s.ceiling_refused || s.memory_refusals > 0;
+        let implied_high = held
             && self.probe.is_none()
             && matches!((implied, self.base_latency()), (Some(i), Some(b)) if i > QUEUE_SIGNAL * b);
         // On two ticks in a row: on the first tick after a step the requests just admitted have
@@ -595,7 +608,7 @@ impl Estimator {
         let crowded = self
             .knee_exact()
             .is_some_and(|k| s.in_flight as f64 > QUEUE_SIGNAL * k);
-        let queue_streak = queued && (crowded || s.ceiling_refused);
+        let queue_streak = queued && (crowded || held);
         // Without refusals, a lasting queue must also be a growing one: a saturated service that
         // nothing turns away gathers a backlog, more requests in flight while its completions
         // stay flat. A latency above the base while completions keep up with demand is no
@@ -630,12 +643,15 @@ impl Estimator {
         // ceiling: 10,000 rps at 1 ms, half its capacity, 3.5 % of requests refused after 2
         // refusals of 600 requests.) A flood turns away a large share at once, or a small one
         // tick after tick.
-        self.refused_queue_ticks = streak(self.refused_queue_ticks, queued && s.ceiling_refused);
-        let sliver = s.ceiling_refusals > 0
-            && (s.ceiling_refusals as f64)
-                < REFUSED_SHARE * s.completed.saturating_add(s.ceiling_refusals) as f64;
+        self.refused_queue_ticks = streak(self.refused_queue_ticks, queued && held);
+        // Refusals not counted by the ceiling count in full.
+        let counted = s.ceiling_refusals > 0 || !s.ceiling_refused;
+        let refusals = s.ceiling_refusals.saturating_add(s.memory_refusals);
+        let sliver = counted
+            && refusals > 0
+            && (refusals as f64) < REFUSED_SHARE * s.completed.saturating_add(refusals) as f64;
         let refusals_tell = !sliver || self.refused_queue_ticks >= REFUSED_TICKS;
-        let saturated_now = queued && ((s.ceiling_refused && refusals_tell) || lasting);
+        let saturated_now = queued && ((held && refusals_tell) || lasting);
         if saturated_now {
             // A queue has formed while the ceiling turned requests away, or has lasted: the
             // service is saturated and the measured rate is its capacity, so the floor that carried
@@ -650,7 +666,7 @@ impl Estimator {
         // refuses more than a sliver, keeps proving the service saturated. (Several ticks: that
         // queue is a few requests, and one tick's latency swings by more.)
         let full = self.confirmed()
-            && s.ceiling_refused
+            && held
             && refusals_tell
             && self.probe.is_none()
             && matches!((self.recent_latency, self.base_latency()), (Some((l, _)), Some(b)) if l > b * self.room_signal());
@@ -666,7 +682,7 @@ impl Estimator {
         // With the ceiling refusing: completions that fall with no one turned away are a demand
         // that fell (the end of an overload, its queue still draining), not a slower service.
         let slow_tick = queued
-            && s.ceiling_refused
+            && held
             && self
                 .rate
                 .zip(reference)
@@ -675,11 +691,7 @@ impl Estimator {
         self.slowing = self.slow_ticks >= SLOWED_TICKS;
         if !self.confirmed() || self.slowing {
             self.saturated = None;
-        } else if s.ceiling_refused
-            && self.probe.is_none()
-            && s.now >= self.steady_from
-            && s.elapsed > 0
-        {
+        } else if held && self.probe.is_none() && s.now >= self.steady_from && s.elapsed > 0 {
             let rate = s.completed as f64 / (s.elapsed as f64 / 1e9);
             let (mean, n) = self.saturated.unwrap_or((rate, 0));
             // A refusal without a queue to show for it is a burst the ceiling cut, not a service

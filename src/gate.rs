@@ -1749,6 +1749,7 @@ impl<C: Clock> Inner<C> {
                     .saturating_sub(last.refused_in_flight)
             };
             let ceiling_refused = ceiling_refusals > 0;
+            let memory_refusals = totals.refused_memory.saturating_sub(last.refused_memory);
             let turned_away = totals.refused() > last.refused();
             let learned = m.estimator.observe(&TickSample {
                 now,
@@ -1759,6 +1760,7 @@ impl<C: Clock> Inner<C> {
                 in_flight,
                 ceiling_refused,
                 ceiling_refusals,
+                memory_refusals,
                 turned_away,
             });
             m.learned = learned;

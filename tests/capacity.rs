@@ -89,6 +89,7 @@ impl Service {
             ceiling_refused: refused > 0.0,
             // At least one whole request when any was refused.
             ceiling_refusals: refused.ceil() as u64,
+            memory_refusals: 0,
             turned_away: refused > 0.0,
         }
     }
@@ -446,6 +447,7 @@ fn capacity_grows_after_two_flat_ticks_by_at_most_the_growth_factor_and_at_most_
             in_flight: 11,
             ceiling_refused: refused,
             ceiling_refusals: 0,
+            memory_refusals: 0,
             turned_away: refused,
         })
     };
@@ -696,6 +698,7 @@ fn tick_of(i: u64, completed: u64, latency_ms: u64, in_flight: u64, refused: boo
         in_flight,
         ceiling_refused: refused,
         ceiling_refusals: 0,
+        memory_refusals: 0,
         turned_away: refused,
     }
 }
@@ -1030,4 +1033,45 @@ fn the_confirmed_ceiling_is_the_knee_plus_its_headroom_to_the_nearest_request() 
     assert_eq!(confirmed_ceiling(400.0), 411); // 410.5
     assert_eq!(confirmed_ceiling(1000.0), 1016); // 1016.3
     assert_eq!(confirmed_ceiling(0.0), 1);
+}
+
+#[test]
+fn a_queue_held_by_the_memory_ceiling_confirms_saturation_as_one_held_by_the_ceiling_would() {
+    // 1000 workers × 20 ms (50,000 rps), a calm start at 0.6 of that, then a flood of 5 times
+    // it. Memory holds the requests in flight at 1,400, below the ceiling of a capacity not yet
+    // confirmed (twice the knee): the refusals are memory's, and the queue the requests in flight
+    // show (Little's law) is saturation all the same, on the second tick as with the ceiling.
+    const MEMORY_CAP: u64 = 1400;
+    let mut run = Run::new(1000, ms(20));
+    run.run(30_000.0, 5.0);
+    assert!(!run.learned.confirmed, "{}", run.show(4.0));
+    let step = run.now();
+    let mut confirmed_at = None;
+    for tick in 1..=5 {
+        let learned = run.learned.ceiling.unwrap_or(UNLEARNED_CEILING);
+        let mut sample = run.service.tick(250_000.0, learned.min(MEMORY_CAP));
+        if learned > MEMORY_CAP {
+            sample.memory_refusals = sample.ceiling_refusals;
+            sample.ceiling_refusals = 0;
+            sample.ceiling_refused = false;
+        }
+        run.learned = run.estimator.observe(&sample);
+        run.trace.push(Step {
+            at: sample.now as f64 / 1e9,
+            sample,
+            learned: run.learned,
+        });
+        if run.learned.confirmed && confirmed_at.is_none() {
+            confirmed_at = Some(tick);
+        }
+    }
+    let trace = run.show(step - 0.3);
+    assert!(
+        confirmed_at.is_some_and(|t| t <= 2),
+        "confirmed at tick {confirmed_at:?} of the flood\n{trace}"
+    );
+    // And the ceiling it then sets is the knee's, below what memory held.
+    let ceiling = run.learned.ceiling.unwrap_or(UNLEARNED_CEILING);
+    assert!(ceiling < MEMORY_CAP, "{trace}");
+    assert!(near(run.knee() as f64, 1000.0, 0.05), "{trace}");
 }
