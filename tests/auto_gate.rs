@@ -674,6 +674,42 @@ fn an_urgent_flood_lands_on_the_learned_ceiling_within_a_few_ticks() {
 }
 
 #[test]
+fn an_urgent_flood_keeps_no_excess_above_the_ceiling_once_it_is_confirmed() {
+    // Urgent demand alone fills the working level: an excess of earlier admissions kept for
+    // urgent requests would only be a queue that every request waits in. From the tick the
+    // capacity is confirmed, the in-flight level allowed is the ceiling and its two requests of
+    // headroom, not the requests in flight then, halved tick by tick.
+    let (gate, clock, _) = gate_with(with_reports_non_urgent());
+    let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
+    let mut streams = vec![Stream::new(Request::url("/pay"), 150.0)];
+    let mut log = Log::default();
+    service.run(&mut streams, 5.0, log.keep());
+    let flood = clock.now() as f64 / 1e9;
+    streams[0].rate = 4.0 * CAPACITY;
+    service.run(&mut streams, 2.0, log.keep());
+    let trace = log.show(flood - 0.3);
+    let confirmed: Vec<&Snapshot> = log
+        .since(flood)
+        .filter(|s| s.learned.confirmed && !s.learned.probing)
+        .collect();
+    assert!(confirmed.len() >= 10, "{trace}");
+    assert!(
+        confirmed
+            .iter()
+            .any(|s| s.in_flight > s.learned.ceiling.unwrap() + 2),
+        "no excess left to drain when the capacity was confirmed: {trace}"
+    );
+    for s in confirmed {
+        let ceiling = s.learned.ceiling.unwrap();
+        assert!(
+            s.limits.max_in_flight <= ceiling + 2,
+            "{}\n{trace}",
+            show(s)
+        );
+    }
+}
+
+#[test]
 fn requests_on_the_non_urgent_floor_leave_the_urgent_headroom_whole() {
     // A non-urgent flood beside light urgent traffic, as in `priority-flood`; then, at one
     // instant, the working level is filled with non-urgent requests, more take the floor, and
