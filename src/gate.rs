@@ -1909,14 +1909,10 @@ impl<C: Clock> Inner<C> {
         // its bursts: twice that, and two.
         let floor_in_flight = g.non_urgent_qps * latency;
         let floor_room = (2.0 * floor_in_flight).ceil() + 2.0;
-        // The share of the working level urgent demand leaves.
-        let left = if g.max_in_flight.is_auto() {
-            1.0 - m.urgent_need.min(working as f64) / working as f64
-        } else {
-            1.0
-        };
+        // Urgent demand's count in flight, and the share of the working level it leaves.
+        let need = m.urgent_need.min(working as f64);
+        let left = 1.0 - need / working as f64;
         let (headroom, floor_credit) = if g.max_in_flight.is_auto() {
-            let need = m.urgent_need.min(working as f64);
             let spread = 3.0 * need.sqrt() * left;
             let credit = (floor_room * left).ceil();
             (
@@ -1934,12 +1930,11 @@ impl<C: Clock> Inner<C> {
         // A learned ceiling that fell below the requests in flight (the capacity was confirmed, a
         // probe began) leaves an excess of earlier admissions to drain. Refusing urgent requests
         // meanwhile would put them behind non-urgent work already admitted: they may take the
-        // slots the excess frees, at a level that halves towards the ceiling each tick. Less of
-        // the excess is kept as urgent demand fills more of the working level, none once it fills
-        // all of it: urgent requests are then an overload of their own, limited at the ceiling
-        // anyway, and an excess kept for them is a queue every request waits in. (Halving it
-        // tick by tick, an urgent flood of 1.5 times the capacity held 40 % more requests in
-        // flight than workers for four ticks.)
+        // slots the excess frees, at a level that halves towards the ceiling each tick. None is
+        // kept once urgent demand alone fills the working level: urgent requests are then an
+        // overload of their own, limited at the ceiling anyway, and an excess kept for them is a
+        // queue every request waits in. (Halving it tick by tick, an urgent flood of 1.5 times
+        // the capacity held 40 % more requests in flight than workers for four ticks.)
         let in_flight = self.in_flight.current();
         let ceiling = if g.max_in_flight.is_auto() && in_flight > ceiling {
             let level = if left <= 0.0 {
