@@ -67,6 +67,19 @@
 //!   that show it were admitted while the ceiling refused), the capacity estimate grows by
 //!   [`GROWTH`] (by [`GENTLE_GROWTH`] once saturation was seen), at most once per base latency and
 //!   never past [`MAX_GROWTH`] times the highest rate measured.
+//! * **A base learned at a lighter load.** Many services are quicker at their usual load than at
+//!   their knee (warm caches, idle cores), so the base they show then is below the latency of
+//!   plain work at the knee. The knee is then low, the ceiling holds the service below its
+//!   capacity, its plain latency reads as a queue, and the rate the ceiling admits becomes the
+//!   capacity, tick after tick: the throttling trap again, with a spiral. A saturated capacity
+//!   that falls by [`DECAYED`] (and [`DECAY_SIGMAS`] standard errors of its noise) below where it
+//!   was first established, with nothing saying the service slowed and the requests in flight
+//!   falling with it (the rate follows the ceiling down), calls for a probe; the base
+//!   it finds replaces the lighter load's when it is higher, on [`DECAYED_PROBE_ROUNDS`] rounds of
+//!   its own, and the capacity is measured afresh. (Seen: 10 % quicker at the usual load, the
+//!   capacity fell from 980 to 690 of 1,000 through a 10 s flood, and on. On the family's short
+//!   steps the guard is too slow to show: a 5 s step at 1,000 rps ends before the decay stands
+//!   out of the noise of its first figures.)
 //! * **A base learned low, and kept.** A round is left out for what is known of saturation (the
 //!   ceiling refusing, saturation confirmed, requests in flight above a confirmed knee), never
 //!   for its own latency: rounds kept only while near the base keep a base that is too low (the
@@ -223,6 +236,9 @@ pub const CLIMB_TICKS: u32 = 2;
 /// and a single round of a service whose times are widely spread (5 % of requests 20 times
 /// slower) is as likely as not to miss the mean by a fifth.
 pub const PROBE_ROUNDS: usize = 3;
+/// Clean rounds a probe measures after the saturated capacity decayed ([`DECAYED`]): the base it
+/// finds replaces the older rounds rather than joining them, so it rests on more of its own.
+pub const DECAYED_PROBE_ROUNDS: usize = 9;
 /// Rounds the median is taken over.
 pub const ROUNDS: usize = 31;
 /// Latency at most `GROWTH_SIGNAL × base` while the ceiling refuses means the service has room.
@@ -275,6 +291,11 @@ pub const BASE_WINDOW_LATENCIES: f64 = 100.0;
 pub const SATURATED_SAMPLES: f64 = 1000.0;
 /// Saturated ticks before their mean replaces the windowed maximum as the capacity.
 pub const SATURATED_TICKS: u64 = 5;
+/// A saturated capacity that falls this share below where it was first established, with nothing
+/// saying the service slowed, calls for a probe of the base latency (see the throttling trap).
+pub const DECAYED: f64 = 0.05;
+/// ... and at least this many standard errors of the two figures' Poisson noise.
+pub const DECAY_SIGMAS: f64 = 3.0;
 
 /// Requests the ceiling allows above a confirmed knee `k`: [`QUEUE_ROOM`] × √k + ½.
 ///
@@ -443,6 +464,11 @@ pub struct Estimator {
     /// completes exactly its capacity, so a mean estimates it without the upward bias of the
     /// windowed maximum.
     saturated: Option<(f64, u64)>,
+    /// The saturated mean when it was first established ([`SATURATED_TICKS`]) in the current
+    /// run of confirmed saturation, the share it must fall by to have decayed (out of the noise
+    /// of both figures), and whether a probe for a decay has run since; and the requests in
+    /// flight then.
+    saturated_start: Option<(f64, f64, bool, u64)>,
     /// Saturated ticks count only from here on (the refill after a probe is not the service's
     /// rate).
     steady_from: Nanos,
@@ -493,6 +519,9 @@ struct Probe {
     /// Completions and time since `clean_from`: the rate the service kept under the probe.
     completed: u64,
     measured: Nanos,
+    /// Begun because the saturated capacity decayed ([`DECAYED`]): the base may be one measured
+    /// at a lower load, too low for the knee.
+    decayed: bool,
 }
 
 impl Default for Estimator {
@@ -538,6 +567,7 @@ impl Estimator {
             implied_ticks: 0,
             saturated: None,
             steady_from: 0,
+            saturated_start: None,
             slowing: false,
             slow_ticks: 0,
             refused_queue_ticks: 0,
@@ -691,6 +721,7 @@ impl Estimator {
         self.slowing = self.slow_ticks >= SLOWED_TICKS;
         if !self.confirmed() || self.slowing {
             self.saturated = None;
+            self.saturated_start = None;
         } else if held && self.probe.is_none() && s.now >= self.steady_from && s.elapsed > 0 {
             let rate = s.completed as f64 / (s.elapsed as f64 / 1e9);
             let (mean, n) = self.saturated.unwrap_or((rate, 0));
@@ -709,6 +740,18 @@ impl Estimator {
                     // The first capacity measured saturated is the one to tell a faster service by
                     // (the one at the last clean round may be a lower bound from the usual load).
                     self.rate_at_base = self.capacity();
+                    if self.saturated_start.is_none() {
+                        // Poisson noise of the completions behind the first mean and behind the
+                        // moving one (an average weighted by `weight`).
+                        let first =
+                            rate.max(mean) * SATURATED_TICKS as f64 * s.elapsed as f64 / 1e9;
+                        let moving = s.completed as f64 * (2.0 - weight) / weight;
+                        let noise = (1.0 / first.max(1.0) + 1.0 / moving.max(1.0)).sqrt();
+                        let share = DECAYED.max(DECAY_SIGMAS * noise);
+                        self.saturated_start = self
+                            .saturated_mean()
+                            .map(|m| (m, share, false, s.in_flight));
+                    }
                 }
             }
         }
@@ -851,7 +894,12 @@ impl Estimator {
         if let Some(p) = self.probe {
             // A probe ends once its time is up and PROBE_ROUNDS clean rounds have been measured (a
             // slow service may need longer for them), and in any case at its hard end.
-            if (s.now >= p.end && self.clean.len() >= PROBE_ROUNDS) || s.now >= p.hard_end {
+            let rounds = if p.decayed {
+                DECAYED_PROBE_ROUNDS
+            } else {
+                PROBE_ROUNDS
+            };
+            if (s.now >= p.end && self.clean.len() >= rounds) || s.now >= p.hard_end {
                 self.probe = None;
                 self.probe_measured |= !self.clean.is_empty();
                 // The ceiling rises again; the service refills within a latency or two.
@@ -887,8 +935,13 @@ impl Estimator {
                     }
                 }
                 // The same service as before: the probe's few rounds join the older ones, so
-                // that the base rests on many rounds, not on a probe's handful.
+                // that the base rests on many rounds, not on a probe's handful. Not after a
+                // decay, when it finds a higher base: the older rounds are the lower load's, and
+                // pooled with them the probe's would leave the knee low and the trap shut.
+                let raised = p.decayed
+                    && matches!((p.base_before, now_base), (Some(before), Some(after)) if after > before);
                 let same = !shallow
+                    && !raised
                     && matches!((p.base_before, now_base), (Some(before), Some(after))
                     if after >= REPROBE * before && after <= SLOWER * before);
                 if same && !self.clean.is_empty() {
@@ -956,8 +1009,26 @@ impl Estimator {
         } else {
             latency
         };
-        let early =
-            (slowed || unsettled) && age > SLOW_PROBE_GAP_NS.max((10.0 * gap_latency) as Nanos);
+        // The saturated capacity decays while nothing says the service slowed: the throttling
+        // trap. A base measured at a lower load (the usual one) can be below the latency the
+        // service has at its knee without a queue; the knee is then low, the ceiling holds the
+        // service below its capacity, the latency of its plain work reads as a queue, and the
+        // rate it is held at becomes the capacity, tick after tick (seen: 1,000 rps at 100 ms, a
+        // base 11 % low, the capacity from 860 down to 750 through a 5x step). A probe measures
+        // the base where the service now works.
+        // The requests in flight fall with it: the rate follows the ceiling down, the mark of
+        // the trap (a service that slowed completes less at the same level).
+        let decayed = self
+            .saturated_start
+            .is_some_and(|(start, share, probed, in_flight)| {
+                !probed
+                    && self
+                        .saturated_mean()
+                        .is_some_and(|m| m < (1.0 - share) * start)
+                    && (s.in_flight as f64) < (1.0 - share / 2.0) * in_flight as f64
+            });
+        let early = (slowed || unsettled || decayed)
+            && age > SLOW_PROBE_GAP_NS.max((10.0 * gap_latency) as Nanos);
         // Started into an overload the ceiling does not yet stop: latency climbs round after
         // round while a queue builds. Its base is not what the rounds say; measure it.
         // (And the latency the requests in flight imply grows with it: a service merely warming
@@ -983,12 +1054,22 @@ impl Estimator {
             // Long enough for the queue to drain (the current latency) and then for a base latency
             // to be measured, with a tick to spare.
             let drain = ((2.0 * latency) as Nanos).saturating_add(s.elapsed);
-            // Two base latencies, and long enough for PROBE_ROUNDS rounds at the current rate.
+            // Two base latencies, and long enough for its rounds at the current rate.
+            let decayed = decayed && !(climbing || again || slowed || unsettled);
+            let rounds = if decayed {
+                DECAYED_PROBE_ROUNDS
+            } else {
+                PROBE_ROUNDS
+            };
             let round = self.rate.filter(|r| *r > 0.0).map_or(0, |r| {
-                (PROBE_ROUNDS as f64 * ROUND_SAMPLES as f64 / r * 1e9) as Nanos
+                (rounds as f64 * ROUND_SAMPLES as f64 / r * 1e9) as Nanos
             });
             let measure = ((2.0 * base) as Nanos).max(s.elapsed).max(round);
             self.probes += 1;
+            // One probe for a decay per run of saturation: the base it finds is the knee's.
+            if let Some((_, _, probed, _)) = self.saturated_start.as_mut().filter(|_| decayed) {
+                *probed = true;
+            }
             let depth = follow_up.unwrap_or(PROBE_DEPTH);
             // The old rounds are what is being re-measured; kept aside, to be pooled with the
             // probe's if it finds the same service.
@@ -1018,6 +1099,7 @@ impl Estimator {
                 depth,
                 completed: 0,
                 measured: 0,
+                decayed,
                 base_before: Some(base),
                 // The smoothed rate lags a slowdown; the last tick's does not.
                 rate_before: match (self.rate, self.tick_rate) {

@@ -1075,3 +1075,37 @@ fn a_queue_held_by_the_memory_ceiling_confirms_saturation_as_one_held_by_the_cei
     assert!(ceiling < MEMORY_CAP, "{trace}");
     assert!(near(run.knee() as f64, 1000.0, 0.05), "{trace}");
 }
+
+#[test]
+fn a_base_learned_at_a_lighter_load_does_not_let_a_flood_decay_the_capacity_into_what_is_admitted()
+{
+    // 100 workers, 90 ms a request at the usual load and 100 ms near the knee (C = 1,000 rps), as
+    // a service with warm caches and idle cores is quicker at a light load. The base learned at
+    // the usual load is then 10 % below the latency of plain work at the knee: the knee is set
+    // low, the ceiling holds the service below its capacity, its plain latency reads as a queue,
+    // and the rate the ceiling admits becomes the capacity, tick after tick (it fell from 980 to
+    // 690 in 10 s, and on). The decay calls for a probe, which measures the base where the
+    // service now works.
+    let mut run = Run::new(100, ms(90));
+    run.run(600.0, 10.0);
+    let flood = run.now();
+    run.service.service = 0.1;
+    run.run(5000.0, 20.0);
+    let trace = run.show(flood - 0.3);
+    assert!(run.learned.probes >= 1, "{trace}");
+    // From 12 s into the flood on, outside the probes that re-measure the base now and then.
+    let settled = run
+        .trace
+        .iter()
+        .filter(|s| s.at > flood + 12.0 && !s.learned.probing);
+    for step in settled {
+        let capacity = step.learned.capacity.unwrap_or(0.0);
+        assert!(near(capacity, 1000.0, 0.05), "at {:.1}s\n{trace}", step.at);
+        assert!(
+            step.learned.ceiling.unwrap_or(0) >= 100,
+            "at {:.1}s\n{trace}",
+            step.at
+        );
+    }
+    assert!(near(run.base() * 1e3, 100.0, 0.05), "{trace}");
+}
