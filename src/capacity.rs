@@ -742,7 +742,8 @@ impl Estimator {
                     self.rate_at_base = self.capacity();
                     if self.saturated_start.is_none() {
                         // Poisson noise of the completions behind the first mean and behind the
-                        // moving one (an average weighted by `weight`).
+                        // moving one, taken as weighted now (`weight` is at its largest while the
+                        // first mean is taken, so the noise is if anything overstated).
                         let first =
                             rate.max(mean) * SATURATED_TICKS as f64 * s.elapsed as f64 / 1e9;
                         let moving = s.completed as f64 * (2.0 - weight) / weight;
