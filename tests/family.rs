@@ -691,8 +691,9 @@ fn sluicegate_auto_meets_the_bars_on_the_backend_family() {
 }
 
 /// The bars `sluicegate-auto` missed at the last review (issue 5, session 7: 224 of 248 met;
-/// session 8: 228), by the start of the bar (without the name of the best peer) and the scenario. The closing note of
-/// that session says by how much each is missed and what would close it. Session 7 traded three
+/// session 8: 228), by the start of the bar (without the name of the best peer) and the
+/// scenario. The closing note of each session says by how much each is missed and what would
+/// close it. Session 7 traded three
 /// of session 6's misses (urgent success in the 200 rps, 50 ms priority flood; p99 of 10,000 rps
 /// at 1 ms, 5x and 10x) for three others (goodput of 200 rps at 50 ms, 5x, against a static
 /// limit; convergence of 200 rps at 500 ms and of 1,000 rps at 100 ms, 5x: a window of the step
