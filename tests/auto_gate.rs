@@ -758,9 +758,10 @@ fn requests_on_the_non_urgent_floor_leave_the_urgent_headroom_whole() {
 #[test]
 fn a_burst_on_the_non_urgent_floor_leaves_the_urgent_headroom_whole_while_urgent_demand_is_light() {
     // As in `requests_on_the_non_urgent_floor_leave_the_urgent_headroom_whole`, but the floor
-    // takes every token its bucket holds: more than its usual count in flight. While urgent demand leaves most of the working level, such a burst must not come
-    // out of the urgent headroom either (seen: in `priority-flood` on a service of 10 workers,
-    // four requests on the floor against a credit of two refused urgent requests).
+    // takes every token its bucket holds: more than its usual count in flight. While urgent
+    // demand leaves most of the working level, such a burst must not come out of the urgent
+    // headroom either (seen: in `priority-flood` on a service of 10 workers, four requests on
+    // the floor against a credit of two refused urgent requests).
     let (gate, clock, _) = gate_with(with_reports_non_urgent());
     let mut log = Log::default();
     drop(calm_then_mixed(
