@@ -17,6 +17,7 @@ use common::{gate_with, hold, ms, FakeMemory};
 use sluicegate::capacity::{confirmed_ceiling, HEADROOM};
 use sluicegate::clock::{Clock, ManualClock, Nanos};
 use sluicegate::config::Limit;
+use sluicegate::snapshot::Limits;
 use sluicegate::{Admission, Config, Gate, Permit, RejectReason, Rejection, Request, Snapshot};
 use sluicegate::{SwitchMode, Ticket, Urgency};
 
@@ -709,11 +710,10 @@ fn an_urgent_flood_keeps_no_excess_above_the_ceiling_once_it_is_confirmed() {
     }
 }
 
-#[test]
-fn requests_on_the_non_urgent_floor_leave_the_urgent_headroom_whole() {
-    // A non-urgent flood beside light urgent traffic, as in `priority-flood`; then, at one
-    // instant, the working level is filled with non-urgent requests, more take the floor, and
-    // urgent requests must still find every slot of their headroom.
+/// A non-urgent flood beside light urgent traffic, as in `priority-flood`; then a tick, and the
+/// clock moved on by less than a tick (no limit changes meanwhile; the floor's bucket has
+/// refilled a little). Returns the gate, its snapshot at that tick and the flood's trace.
+fn just_after_a_tick_of_a_non_urgent_flood() -> (Gate<ManualClock>, Snapshot, String) {
     let (gate, clock, _) = gate_with(with_reports_non_urgent());
     let mut log = Log::default();
     drop(calm_then_mixed(
@@ -723,12 +723,35 @@ fn requests_on_the_non_urgent_floor_leave_the_urgent_headroom_whole() {
         3.0 * CAPACITY,
         &mut log,
     ));
-    // A tick now, then less than a tick later (no limit changes meanwhile): the floor's bucket
-    // has refilled a little.
     let at = gate.snapshot();
     clock.advance(ms(90));
+    (gate, at, log.show(8.0))
+}
+
+/// Takes urgent (`/pay`) slots into `held` until the gate refuses, never more than `headroom`;
+/// returns how many it took.
+fn fill_the_urgent_headroom<'g>(
+    gate: &'g Gate<ManualClock>,
+    held: &mut Vec<Permit<'g, ManualClock>>,
+    headroom: u64,
+    limits: &Limits,
+) -> u64 {
+    let urgent = Request::url("/pay");
+    let mut admitted = 0;
+    while gate.try_acquire(&urgent).map(|p| held.push(p)).is_ok() {
+        admitted += 1;
+        assert!(admitted <= headroom, "past the headroom: {limits:?}");
+    }
+    admitted
+}
+
+#[test]
+fn requests_on_the_non_urgent_floor_leave_the_urgent_headroom_whole() {
+    // A non-urgent flood beside light urgent traffic, as in `priority-flood`; then, at one
+    // instant, the working level is filled with non-urgent requests, more take the floor, and
+    // urgent requests must still find every slot of their headroom.
+    let (gate, at, trace) = just_after_a_tick_of_a_non_urgent_flood();
     let limits = at.limits;
-    let trace = log.show(8.0);
     assert_eq!(at.in_flight, 0, "{}", show(&at));
     assert!(limits.floor_credit >= 1, "{limits:?}\n{trace}");
     let headroom = limits.max_in_flight - limits.shared_in_flight;
@@ -744,12 +767,7 @@ fn requests_on_the_non_urgent_floor_leave_the_urgent_headroom_whole() {
     let on_floor = held.len() as u64 - limits.shared_in_flight;
     assert!(on_floor >= 1, "no floor token: {limits:?}");
     assert_eq!(gate.snapshot().floor_in_flight, on_floor);
-    let urgent = Request::url("/pay");
-    let mut admitted = 0;
-    while gate.try_acquire(&urgent).map(|p| held.push(p)).is_ok() {
-        admitted += 1;
-        assert!(admitted <= headroom, "past the headroom: {limits:?}");
-    }
+    let admitted = fill_the_urgent_headroom(&gate, &mut held, headroom, &limits);
     assert_eq!(admitted, headroom, "{on_floor} on the floor: {limits:?}");
     drop(held);
     assert_eq!(gate.snapshot().floor_in_flight, 0);
@@ -762,19 +780,8 @@ fn a_burst_on_the_non_urgent_floor_leaves_the_urgent_headroom_whole_while_urgent
     // demand leaves most of the working level, such a burst must not come out of the urgent
     // headroom either (seen: in `priority-flood` on a service of 10 workers, four requests on
     // the floor against a credit of two refused urgent requests).
-    let (gate, clock, _) = gate_with(with_reports_non_urgent());
-    let mut log = Log::default();
-    drop(calm_then_mixed(
-        &gate,
-        &clock,
-        40.0,
-        3.0 * CAPACITY,
-        &mut log,
-    ));
-    let at = gate.snapshot();
-    clock.advance(ms(90));
+    let (gate, at, trace) = just_after_a_tick_of_a_non_urgent_flood();
     let limits = at.limits;
-    let trace = log.show(8.0);
     assert_eq!(at.in_flight, 0, "{}", show(&at));
     let headroom = limits.max_in_flight - limits.shared_in_flight;
     let non_urgent = Request::url("/report/monthly");
@@ -788,12 +795,7 @@ fn a_burst_on_the_non_urgent_floor_leaves_the_urgent_headroom_whole_while_urgent
         "the floor took {on_floor}: no burst: {limits:?}\n{trace}"
     );
     assert!(on_floor <= limits.floor_slots, "{limits:?}");
-    let urgent = Request::url("/pay");
-    let mut admitted = 0;
-    while gate.try_acquire(&urgent).map(|p| held.push(p)).is_ok() {
-        admitted += 1;
-        assert!(admitted <= headroom, "past the headroom: {limits:?}");
-    }
+    let admitted = fill_the_urgent_headroom(&gate, &mut held, headroom, &limits);
     assert_eq!(
         admitted, headroom,
         "{on_floor} on the floor: {limits:?}\n{trace}"
