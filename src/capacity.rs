@@ -464,11 +464,8 @@ pub struct Estimator {
     /// completes exactly its capacity, so a mean estimates it without the upward bias of the
     /// windowed maximum.
     saturated: Option<(f64, u64)>,
-    /// The saturated mean when it was first established ([`SATURATED_TICKS`]) in the current
-    /// run of confirmed saturation, the share it must fall by to have decayed (out of the noise
-    /// of both figures), and whether a probe for a decay has run since; and the requests in
-    /// flight then.
-    saturated_start: Option<(f64, f64, bool, u64)>,
+    /// Where the current run of confirmed saturation started, to tell a decay by.
+    saturated_start: Option<SaturatedStart>,
     /// Saturated ticks count only from here on (the refill after a probe is not the service's
     /// rate).
     steady_from: Nanos,
@@ -499,6 +496,22 @@ struct BacklogFrom {
     rate: f64,
     /// The tick's time then.
     at: Nanos,
+}
+
+/// The figures of a run of confirmed saturation when its saturated mean was first established
+/// ([`SATURATED_TICKS`]), against which a decay is told (the throttling trap of a base learned
+/// at a lighter load).
+#[derive(Debug, Clone, Copy)]
+struct SaturatedStart {
+    /// The saturated mean then.
+    mean: f64,
+    /// The share the mean must fall by to have decayed: [`DECAYED`], and [`DECAY_SIGMAS`] of the
+    /// noise of both figures.
+    share: f64,
+    /// The requests in flight then.
+    in_flight: u64,
+    /// Whether a probe for a decay has run since (one per run of saturation).
+    probed: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -749,9 +762,12 @@ impl Estimator {
                         let moving = s.completed as f64 * (2.0 - weight) / weight;
                         let noise = (1.0 / first.max(1.0) + 1.0 / moving.max(1.0)).sqrt();
                         let share = DECAYED.max(DECAY_SIGMAS * noise);
-                        self.saturated_start = self
-                            .saturated_mean()
-                            .map(|m| (m, share, false, s.in_flight));
+                        self.saturated_start = self.saturated_mean().map(|mean| SaturatedStart {
+                            mean,
+                            share,
+                            in_flight: s.in_flight,
+                            probed: false,
+                        });
                     }
                 }
             }
@@ -1019,15 +1035,13 @@ impl Estimator {
         // the base where the service now works.
         // The requests in flight fall with it: the rate follows the ceiling down, the mark of
         // the trap (a service that slowed completes less at the same level).
-        let decayed = self
-            .saturated_start
-            .is_some_and(|(start, share, probed, in_flight)| {
-                !probed
-                    && self
-                        .saturated_mean()
-                        .is_some_and(|m| m < (1.0 - share) * start)
-                    && (s.in_flight as f64) < (1.0 - share / 2.0) * in_flight as f64
-            });
+        let decayed = self.saturated_start.is_some_and(|start| {
+            !start.probed
+                && self
+                    .saturated_mean()
+                    .is_some_and(|m| m < (1.0 - start.share) * start.mean)
+                && (s.in_flight as f64) < (1.0 - start.share / 2.0) * start.in_flight as f64
+        });
         let early = (slowed || unsettled || decayed)
             && age > SLOW_PROBE_GAP_NS.max((10.0 * gap_latency) as Nanos);
         // Started into an overload the ceiling does not yet stop: latency climbs round after
@@ -1068,8 +1082,8 @@ impl Estimator {
             let measure = ((2.0 * base) as Nanos).max(s.elapsed).max(round);
             self.probes += 1;
             // One probe for a decay per run of saturation: the base it finds is the knee's.
-            if let Some((_, _, probed, _)) = self.saturated_start.as_mut().filter(|_| decayed) {
-                *probed = true;
+            if let Some(start) = self.saturated_start.as_mut().filter(|_| decayed) {
+                start.probed = true;
             }
             let depth = follow_up.unwrap_or(PROBE_DEPTH);
             // The old rounds are what is being re-measured; kept aside, to be pooled with the
