@@ -438,6 +438,9 @@ pub struct Estimator {
     /// The depth of a probe that should follow at once, because the last one found a clearly lower
     /// base. A probe begun for any other reason starts at [`PROBE_DEPTH`].
     follow_up: Option<f64>,
+    /// Whether that follow-up continues a chain of probes begun before the gate settled (see
+    /// `Probe::cold`).
+    cold_chain: bool,
     /// The capacity when the base latency was last re-measured by a probe.
     rate_at_base: Option<f64>,
     /// The completion rate of the latest tick.
@@ -535,6 +538,9 @@ struct Probe {
     /// Begun because the saturated capacity decayed ([`DECAYED`]): the base may be one measured
     /// at a lower load, too low for the knee.
     decayed: bool,
+    /// Begun before the gate settled (a gate started into a flood, its base measured with the
+    /// queue in it), or following such a probe: its knee may be many times too high.
+    cold: bool,
 }
 
 impl Default for Estimator {
@@ -567,6 +573,7 @@ impl Estimator {
             first_latency: None,
             probe_measured: false,
             follow_up: None,
+            cold_chain: false,
             rate_at_base: None,
             tick_rate: None,
             lowest_latency: None,
@@ -977,11 +984,19 @@ impl Estimator {
                     self.saturated = None;
                 }
                 // A clearly lower base: another probe follows, deeper than this one: by half when
-                // the service stayed saturated (the knee may be many times too high), else as deep
-                // again as the first.
+                // the service stayed saturated through a chain begun cold (the knee may be many
+                // times too high), else as deep again as the first. (Once settled, a base is off
+                // by a share, not a multiple, and a rate that held under the probe is as likely
+                // the noise of a rate measured low before it: halved on a 10-worker service after
+                // a false alarm of a slower service, the follow-up held 4 workers of 10 for 2 s.)
                 let lower = matches!((p.base_before, now_base), (Some(before), Some(after)) if after < REPROBE * before);
+                self.cold_chain = p.cold;
                 self.follow_up = lower.then(|| {
-                    let factor = if saturated_through { 0.5 } else { PROBE_DEPTH };
+                    let factor = if saturated_through && p.cold {
+                        0.5
+                    } else {
+                        PROBE_DEPTH
+                    };
                     (p.depth * factor).max(MIN_PROBE_DEPTH)
                 });
                 // The service slowed down: the rates remembered from before are a faster
@@ -1115,6 +1130,7 @@ impl Estimator {
                 completed: 0,
                 measured: 0,
                 decayed,
+                cold: unsettled || (follow_up.is_some() && self.cold_chain),
                 base_before: Some(base),
                 // The smoothed rate lags a slowdown; the last tick's does not.
                 rate_before: match (self.rate, self.tick_rate) {

@@ -650,6 +650,32 @@ fn when_the_service_gets_faster_the_base_and_knee_are_right_after_the_next_probe
 }
 
 #[test]
+fn a_settled_service_that_got_faster_follows_its_probe_as_deep_again_not_half_as_deep() {
+    // Saturated at 20 workers × 50 ms; the service gets a fifth faster (40 ms, 500/s). The next
+    // probe (at 0.9 of a knee now 25 % high) keeps the service saturated and finds a base a fifth
+    // lower: another probe follows, deeper. Halving its depth is for a gate started into a flood,
+    // whose knee may be many times too high; a settled gate's knee is off by a share, and the
+    // follow-up goes as deep again (0.81 of the knee), not to 0.45 of it.
+    let mut run = saturated();
+    let faster_at = run.now();
+    run.service.service = 0.040;
+    let after = run.run(1000.0, BASE_WINDOW.as_secs_f64() + 3.0);
+    let trace = run.show(faster_at - 0.5);
+    let probing: Vec<&Step> = after.iter().filter(|s| s.learned.probing).collect();
+    assert!(!probing.is_empty(), "{trace}");
+    let deepest = probing
+        .iter()
+        .filter_map(|s| s.learned.ceiling)
+        .min()
+        .unwrap_or(0);
+    assert!(deepest >= 15, "a probe went down to {deepest}\n{trace}");
+    // The base follows the service down. (The first probe, still above the workers, measured
+    // 44 ms, a queue in it; the follow-up's 40 ms are pooled with its rounds, the same service
+    // within a tenth, until the next probe.)
+    assert!(run.base() < 0.045, "{trace}");
+}
+
+#[test]
 fn the_estimator_is_deterministic() {
     let a = saturated();
     let b = saturated();
