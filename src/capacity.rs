@@ -19,7 +19,10 @@
 //! * the knee `capacity × base_latency`, and the in-flight ceiling a little above it
 //!   ([`ceiling_headroom`]: half the square root of the knee, and half a request, rounded to the
 //!   nearest request: [`confirmed_ceiling`]), so that the service always has a short queue of
-//!   work and never idles, yet a congested service is not slowed by a long one. While the
+//!   work and never idles, yet a congested service is not slowed by a long one. The knee's own
+//!   error joins that headroom ([`knee_headroom`], [`KNEE_SIGMAS`]): a ceiling set below the
+//!   workers by a knee measured low is the throttling trap below, and nothing measured while it
+//!   holds can show it. While the
 //!   capacity is only a lower bound (no queue seen within the rate window, e.g. at the usual
 //!   load) the ceiling sits at twice the knee ([`UNCONFIRMED_HEADROOM`]): not a cap on the usual
 //!   load, yet a flood is still stopped on its first requests.
@@ -34,7 +37,9 @@
 //! latencies ([`QUEUE_SIGMAS`] standard errors of the mean latency of the last several ticks,
 //! from the spread of single latencies measured on clean ticks). A tick that refused without
 //! such a queue may have been a burst the ceiling cut at a load under the capacity: its rate is a
-//! lower bound, which may raise the mean but not lower it. (Counted in full, the load of the
+//! lower bound, which may raise the mean but not lower it. So is a tick that ends with fewer
+//! requests in flight than the knee (the end of an overload: refusals at its start, then workers
+//! idle on the falling demand), unless memory holds them there. (Counted in full, the load of the
 //! moment pulled the capacity down to it, the ceiling followed, refused more of that load, and
 //! the next ticks measured less still: in `hover`, at 0.9 to 1.1 times the capacity, the estimate
 //! swung between 0.8 and 1.1 of it; after `slow-backend` it stayed at the demand for 15 s.) When
@@ -61,10 +66,15 @@
 //!   seed's figures stand.
 //! * **Measuring throughput while throttling.** If the ceiling is below the knee, the measured rate
 //!   is what the gate admits, and an estimate built on it would shrink towards it. The ceiling is
-//!   always above the knee, so that under overload the service is saturated and the measured rate
-//!   is its capacity. And when the ceiling refuses requests while latency stays at its base for
-//!   [`FLAT_TICKS`] ticks and a whole latency (proof that the service has room: the requests
-//!   that show it were admitted while the ceiling refused), the capacity estimate grows by
+//!   always above the knee, and above it by the knee's error too ([`Learned::knee_noise`]), so
+//!   that under overload the service is saturated and the measured rate is its capacity. (Without
+//!   the error, a 1,000 rps service at 100 ms, its base learned in a 3 s warm-up and its first
+//!   saturated rates from a tick or two, began 7 of its 90 overload steps over 30 seeds below its
+//!   workers and stayed there, below 0.95 of its capacity (0.76 on the worst); with it, 1.) And
+//!   when
+//!   the ceiling refuses requests while latency stays at its base for [`FLAT_TICKS`] ticks and a
+//!   whole latency (proof that the service has room: the requests that show it were admitted
+//!   while the ceiling refused), the capacity estimate grows by
 //!   [`GROWTH`] (by [`GENTLE_GROWTH`] once saturation was seen), at most once per base latency and
 //!   never past [`MAX_GROWTH`] times the highest rate measured.
 //! * **A base learned at a lighter load.** Many services are quicker at their usual load than at
@@ -296,6 +306,9 @@ pub const SATURATED_TICKS: u64 = 5;
 pub const DECAYED: f64 = 0.05;
 /// ... and at least this many standard errors of the two figures' Poisson noise.
 pub const DECAY_SIGMAS: f64 = 3.0;
+/// Standard errors of the knee's own noise ([`Learned::knee_noise`]) the ceiling allows above
+/// a confirmed knee (see [`knee_headroom`]).
+pub const KNEE_SIGMAS: f64 = 1.5;
 
 /// Requests the ceiling allows above a confirmed knee `k`: [`QUEUE_ROOM`] × √k + ½.
 ///
@@ -327,11 +340,32 @@ fn push_round(rounds: &mut VecDeque<f64>, mean: f64) {
     rounds.push_back(mean);
 }
 
-/// The in-flight ceiling over a knee `k` confirmed saturated: `k` plus [`ceiling_headroom`],
-/// rounded to the nearest request (rounded up, the half request of the headroom became a whole
-/// one, a standing queue one request longer than the headroom intends).
-pub fn confirmed_ceiling(k: f64) -> u64 {
-    let c = (k + ceiling_headroom(k)).round();
+/// Requests the ceiling allows above a confirmed knee `k` known to a relative standard error
+/// `noise` ([`Learned::knee_noise`]): [`ceiling_headroom`] and [`KNEE_SIGMAS`] of that error,
+/// added in quadrature.
+///
+/// Why the error: a ceiling below the service's parallelism holds it below its capacity, and the
+/// estimates cannot see it (a throttled service is as consistent with Little's law as a saturated
+/// one, see the module docs). A knee learned from a 3 s warm-up of a 1,000 rps service at 100 ms is
+/// known to about 3 % (1,500 latencies), and its first saturated rate to about 7 % (two ticks of
+/// completions), against a headroom of 5.5 %: without the error, 7 of its 90 overload steps over 30
+/// seeds of the family began below the workers, and stayed there. Why in quadrature: the two
+/// margins cover independent shortfalls (the workers that finish together, the knee's error), and
+/// their sum would be a margin for both at their worst at once: a longer standing queue on every
+/// service, for a case that rarely happens.
+pub fn knee_headroom(k: f64, noise: f64) -> f64 {
+    let k = k.max(0.0);
+    let error = KNEE_SIGMAS * noise.max(0.0) * k;
+    ceiling_headroom(k).hypot(error)
+}
+
+/// The in-flight ceiling over a knee `k` confirmed saturated and known to a relative standard
+/// error `noise`: `k` plus [`knee_headroom`], rounded to the nearest request (rounded up, the
+/// half request of the headroom became a whole one, a standing queue one request longer than the
+/// headroom intends).
+pub fn confirmed_ceiling(k: f64, noise: f64) -> u64 {
+    let k = k.max(0.0);
+    let c = (k + knee_headroom(k, noise)).round();
     if c.is_finite() && c >= 1.0 {
         c as u64
     } else {
@@ -397,6 +431,10 @@ pub struct Learned {
     /// first, and a few rounds of them, or a probe). Until then the gate keeps the configured or
     /// the seed's figures.
     pub settled: bool,
+    /// The knee's relative standard error: of the base latency (the spread of the rounds behind
+    /// its median) and of the capacity (the Poisson noise of the completions behind it). The
+    /// confirmed ceiling allows for it ([`knee_headroom`]).
+    pub knee_noise: f64,
 }
 
 /// The estimator's state; one tick at a time.
@@ -467,6 +505,11 @@ pub struct Estimator {
     /// completes exactly its capacity, so a mean estimates it without the upward bias of the
     /// windowed maximum.
     saturated: Option<(f64, u64)>,
+    /// Relative variance of the saturated mean: the Poisson noise of its ticks' completions, as
+    /// the mean weighs them.
+    saturated_noise: f64,
+    /// Relative variance of the smoothed rate, likewise.
+    rate_noise: f64,
     /// Where the current run of confirmed saturation started, to tell a decay by.
     saturated_start: Option<SaturatedStart>,
     /// Saturated ticks count only from here on (the refill after a probe is not the service's
@@ -586,6 +629,8 @@ impl Estimator {
             streak_from: BacklogFrom::default(),
             implied_ticks: 0,
             saturated: None,
+            saturated_noise: 0.0,
+            rate_noise: 0.0,
             steady_from: 0,
             saturated_start: None,
             slowing: false,
@@ -602,9 +647,17 @@ impl Estimator {
             let rate = s.completed as f64 / secs;
             self.tick_rate = Some(rate);
             let weight = (s.completed as f64 / RATE_SAMPLES).min(1.0);
+            let noise = 1.0 / s.completed as f64;
             let smoothed = match self.rate {
-                Some(r) => r + weight * (rate - r),
-                None => rate,
+                Some(r) => {
+                    self.rate_noise =
+                        (1.0 - weight).powi(2) * self.rate_noise + weight * weight * noise;
+                    r + weight * (rate - r)
+                }
+                None => {
+                    self.rate_noise = noise;
+                    rate
+                }
             };
             self.rate = Some(smoothed);
             self.note_rate(smoothed, s.now);
@@ -749,12 +802,25 @@ impl Estimator {
             // kept busy all tick: its rate is a lower bound, which may raise the mean but not
             // lower it. (Counted in full, the rate of a load just under the capacity pulled the
             // capacity down to it, and the ceiling with it: the throttling trap.)
-            let queue_shown = (full || saturated_now) && self.stands_out();
+            // Nor is a tick that ends with fewer requests in flight than the knee, the ceiling
+            // no longer binding (the end of an overload: refusals at its start, then workers left
+            // idle by a falling demand), unless memory holds them there: its rate is a lower
+            // bound too. (Counted, a heavy-tailed service's last tick of a flood, at two thirds
+            // of its capacity, left the ceiling below a burst 2.6 s later.)
+            let below_knee = s.memory_refusals == 0
+                && self.knee_exact().is_some_and(|k| (s.in_flight as f64) < k);
+            let queue_shown = (full || saturated_now) && self.stands_out() && !below_knee;
             if queue_shown || rate >= mean {
                 // A plain mean of the first ticks, then a moving one over SATURATED_SAMPLES.
                 let weight = (s.completed as f64 / SATURATED_SAMPLES)
                     .min(1.0 / SATURATED_TICKS as f64)
                     .max(1.0 / (n + 1) as f64);
+                let noise = 1.0 / s.completed.max(1) as f64;
+                self.saturated_noise = if n == 0 {
+                    noise
+                } else {
+                    (1.0 - weight).powi(2) * self.saturated_noise + weight * weight * noise
+                };
                 self.saturated = Some((mean + weight * (rate - mean), n + 1));
                 if n + 1 == SATURATED_TICKS {
                     // The first capacity measured saturated is the one to tell a faster service by
@@ -1205,9 +1271,46 @@ impl Estimator {
             return GROWTH_SIGNAL;
         }
         match self.knee_exact() {
-            Some(k) if k > 0.0 => 1.0 + 0.5 * ceiling_headroom(k) / k,
+            Some(k) if k > 0.0 => 1.0 + 0.5 * knee_headroom(k, self.knee_noise()) / k,
             _ => GROWTH_SIGNAL,
         }
+    }
+
+    /// The knee's relative standard error (see [`Learned::knee_noise`]).
+    fn knee_noise(&self) -> f64 {
+        let capacity = if self.saturated.is_some() {
+            self.saturated_noise
+        } else {
+            self.rate_noise
+        };
+        let noise = (self.base_noise() + capacity).sqrt();
+        if noise.is_finite() {
+            noise
+        } else {
+            0.0
+        }
+    }
+
+    /// The base latency's relative variance, from the spread of the rounds behind it (the
+    /// older rounds while a probe measures new ones). Measured, not assumed: the rounds' spread
+    /// holds the service's own (a heavy tail, a drift) as well as their sampling noise.
+    fn base_noise(&self) -> f64 {
+        let rounds = if self.probe.is_some() {
+            &self.before_probe
+        } else {
+            &self.clean
+        };
+        let Some(b) = self.base_latency() else {
+            return 0.0;
+        };
+        if rounds.len() < 2 {
+            return 0.0;
+        }
+        let n = rounds.len() as f64;
+        let mean = rounds.iter().sum::<f64>() / n;
+        let variance = rounds.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        // A median's variance: π/2 times the mean's, for normal round means.
+        std::f64::consts::FRAC_PI_2 * variance / n / (b * b)
     }
 
     /// Whether the latency of the last several ticks stands above the base by more than
@@ -1338,7 +1441,10 @@ impl Estimator {
             (None, Some(_)) if !self.settled() => None,
             (None, Some(k)) => {
                 if self.confirmed() {
-                    Some(confirmed_ceiling(self.knee_exact().unwrap_or(k as f64)))
+                    Some(confirmed_ceiling(
+                        self.knee_exact().unwrap_or(k as f64),
+                        self.knee_noise(),
+                    ))
                 } else {
                     Some(
                         ((k as f64 * (1.0 + UNCONFIRMED_HEADROOM)).ceil() as u64).saturating_add(2),
@@ -1356,6 +1462,7 @@ impl Estimator {
             probes: self.probes,
             settled: self.settled(),
             confirmed: self.confirmed(),
+            knee_noise: self.knee_noise(),
         }
     }
 }

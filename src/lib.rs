@@ -73,12 +73,13 @@
 //! why). It learns the completion rate the service sustains and the latency of a request that
 //! does not queue; their product is the in-flight level at which latency starts to climb (the
 //! *knee*). Then:
-//! * **The in-flight ceiling sits just above the knee** (half its square root, once a flood has
-//!   shown the service saturated; twice the knee while the capacity is only a lower bound), so a
-//!   flood is stopped on the request that crosses it (no waiting for a latency signal) while the
-//!   service keeps a short queue and never idles. Until the figures are settled (a few latencies
-//!   after start, and steady rounds or a probe) the configured or the seed's numbers stand. Held
-//!   there, latency stays below the switch's threshold: the switch turns on only if latency still
+//! * **The in-flight ceiling sits just above the knee** (half its square root and the knee's own
+//!   measurement error, once a flood has shown the service saturated; twice the knee while the
+//!   capacity is only a lower bound), so a flood is stopped on the request that crosses it (no
+//!   waiting for a latency signal) while the service keeps a short queue and never idles. Until
+//!   the figures are settled (a few latencies after start, and steady rounds or a probe) the
+//!   configured or the seed's numbers stand. Held there, latency stays below the switch's
+//!   threshold: the switch turns on only if latency still
 //!   climbs.
 //! * **Priority without waste.** Requests below the ceiling enter unclassified. Non-urgent ones stop
 //!   at it; urgent ones may go a few requests higher (three standard deviations of their own
