@@ -22,10 +22,10 @@
 //!   work and never idles, yet a congested service is not slowed by a long one. The knee's own
 //!   error joins that headroom ([`knee_headroom`], [`KNEE_SIGMAS`]): a ceiling set below the
 //!   workers by a knee measured low is the throttling trap below, and nothing measured while it
-//!   holds can show it. While the
-//!   capacity is only a lower bound (no queue seen within the rate window, e.g. at the usual
-//!   load) the ceiling sits at twice the knee ([`UNCONFIRMED_HEADROOM`]): not a cap on the usual
-//!   load, yet a flood is still stopped on its first requests.
+//!   holds can show it. While the capacity is only a lower bound (no queue seen within the rate
+//!   window, e.g. at the usual load) the ceiling sits at twice the knee
+//!   ([`UNCONFIRMED_HEADROOM`]): not a cap on the usual load, yet a flood is still stopped on its
+//!   first requests. A confirmed ceiling never exceeds that one, whatever the knee's error.
 //!
 //! Under saturation the capacity is the mean completion rate of the saturated ticks
 //! ([`SATURATED_SAMPLES`]), not the highest: the maximum of a noisy rate sits above the rate, and
@@ -71,12 +71,11 @@
 //!   the error, a 1,000 rps service at 100 ms, its base learned in a 3 s warm-up and its first
 //!   saturated rates from a tick or two, began 7 of its 90 overload steps over 30 seeds below its
 //!   workers and stayed there, below 0.95 of its capacity (0.76 on the worst); with it, 1.) And
-//!   when
-//!   the ceiling refuses requests while latency stays at its base for [`FLAT_TICKS`] ticks and a
-//!   whole latency (proof that the service has room: the requests that show it were admitted
-//!   while the ceiling refused), the capacity estimate grows by
-//!   [`GROWTH`] (by [`GENTLE_GROWTH`] once saturation was seen), at most once per base latency and
-//!   never past [`MAX_GROWTH`] times the highest rate measured.
+//!   when the ceiling refuses requests while latency stays at its base for [`FLAT_TICKS`] ticks
+//!   and a whole latency (proof that the service has room: the requests that show it were
+//!   admitted while the ceiling refused), the capacity estimate grows by [`GROWTH`] (by
+//!   [`GENTLE_GROWTH`] once saturation was seen), at most once per base latency and never past
+//!   [`MAX_GROWTH`] times the highest rate measured.
 //! * **A base learned at a lighter load.** Many services are quicker at their usual load than at
 //!   their knee (warm caches, idle cores), so the base they show then is below the latency of
 //!   plain work at the knee. The knee is then low, the ceiling holds the service below its
@@ -1440,15 +1439,17 @@ impl Estimator {
             // Until the figures rest on enough measurements, the configured ceiling stands.
             (None, Some(_)) if !self.settled() => None,
             (None, Some(k)) => {
+                let unconfirmed =
+                    ((k as f64 * (1.0 + UNCONFIRMED_HEADROOM)).ceil() as u64).saturating_add(2);
                 if self.confirmed() {
-                    Some(confirmed_ceiling(
-                        self.knee_exact().unwrap_or(k as f64),
-                        self.knee_noise(),
-                    ))
+                    // Never above the ceiling of a capacity that is only a lower bound: a knee
+                    // measured on a tick or two of a very slow service (a completion or none a
+                    // tick) has an error as large as itself.
+                    let confirmed =
+                        confirmed_ceiling(self.knee_exact().unwrap_or(k as f64), self.knee_noise());
+                    Some(confirmed.min(unconfirmed))
                 } else {
-                    Some(
-                        ((k as f64 * (1.0 + UNCONFIRMED_HEADROOM)).ceil() as u64).saturating_add(2),
-                    )
+                    Some(unconfirmed)
                 }
             }
             (None, None) => None,

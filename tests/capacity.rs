@@ -1221,3 +1221,30 @@ fn the_last_tick_of_an_overload_does_not_pull_the_capacity_down() {
     let capacity = learned.capacity.unwrap_or(0.0);
     assert!(near(capacity, before, 0.001), "{capacity} after {before}");
 }
+
+#[test]
+fn a_knee_known_to_a_few_completions_never_lifts_the_ceiling_above_the_unconfirmed_one() {
+    // 10 workers × 1 s (10 rps): a 100 ms tick completes a request, or none, or two. The first
+    // saturated ticks measure the capacity on a completion or two, an error as large as the knee
+    // itself; the ceiling still never exceeds what it was while the capacity was a lower bound.
+    let mut run = Run::new(10, ms(1000));
+    run.run(6.0, 60.0);
+    let flood = run.now();
+    run.run(20.0, 30.0);
+    let trace = run.show(flood - 1.0);
+    let confirmed: Vec<&Step> = run
+        .trace
+        .iter()
+        .filter(|s| s.at > flood && s.learned.confirmed && !s.learned.probing)
+        .collect();
+    assert!(!confirmed.is_empty(), "{trace}");
+    for step in confirmed {
+        let knee = step.learned.knee.unwrap_or(0);
+        assert!(
+            step.learned.ceiling.unwrap_or(u64::MAX) <= unconfirmed_ceiling(knee),
+            "at {:.1}s (noise {:.2})\n{trace}",
+            step.at,
+            step.learned.knee_noise
+        );
+    }
+}
