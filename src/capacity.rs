@@ -331,6 +331,17 @@ fn streak(ticks: u32, held: bool) -> u32 {
     }
 }
 
+/// The relative variance of a moving mean after a tick of `completed` completions was folded in
+/// at `weight`, from its variance before (`None` for the first tick): the tick's Poisson noise,
+/// `1 / completed`, weighted as the mean weighs the tick.
+fn folded_noise(before: Option<f64>, weight: f64, completed: u64) -> f64 {
+    let noise = 1.0 / completed.max(1) as f64;
+    match before {
+        Some(v) => (1.0 - weight).powi(2) * v + weight * weight * noise,
+        None => noise,
+    }
+}
+
 /// Appends a round's mean latency, keeping only the latest [`ROUNDS`].
 fn push_round(rounds: &mut VecDeque<f64>, mean: f64) {
     if rounds.len() == ROUNDS {
@@ -646,17 +657,10 @@ impl Estimator {
             let rate = s.completed as f64 / secs;
             self.tick_rate = Some(rate);
             let weight = (s.completed as f64 / RATE_SAMPLES).min(1.0);
-            let noise = 1.0 / s.completed as f64;
+            self.rate_noise = folded_noise(self.rate.map(|_| self.rate_noise), weight, s.completed);
             let smoothed = match self.rate {
-                Some(r) => {
-                    self.rate_noise =
-                        (1.0 - weight).powi(2) * self.rate_noise + weight * weight * noise;
-                    r + weight * (rate - r)
-                }
-                None => {
-                    self.rate_noise = noise;
-                    rate
-                }
+                Some(r) => r + weight * (rate - r),
+                None => rate,
             };
             self.rate = Some(smoothed);
             self.note_rate(smoothed, s.now);
@@ -814,12 +818,8 @@ impl Estimator {
                 let weight = (s.completed as f64 / SATURATED_SAMPLES)
                     .min(1.0 / SATURATED_TICKS as f64)
                     .max(1.0 / (n + 1) as f64);
-                let noise = 1.0 / s.completed.max(1) as f64;
-                self.saturated_noise = if n == 0 {
-                    noise
-                } else {
-                    (1.0 - weight).powi(2) * self.saturated_noise + weight * weight * noise
-                };
+                let before = (n > 0).then_some(self.saturated_noise);
+                self.saturated_noise = folded_noise(before, weight, s.completed);
                 self.saturated = Some((mean + weight * (rate - mean), n + 1));
                 if n + 1 == SATURATED_TICKS {
                     // The first capacity measured saturated is the one to tell a faster service by
@@ -1434,6 +1434,7 @@ impl Estimator {
     /// The figures in force.
     pub fn learned(&self) -> Learned {
         let knee = self.knee();
+        let knee_noise = self.knee_noise();
         let ceiling = match (self.probe, knee) {
             (Some(p), _) => Some(p.ceiling),
             // Until the figures rest on enough measurements, the configured ceiling stands.
@@ -1446,7 +1447,7 @@ impl Estimator {
                     // measured on a tick or two of a very slow service (a completion or none a
                     // tick) has an error as large as itself.
                     let confirmed =
-                        confirmed_ceiling(self.knee_exact().unwrap_or(k as f64), self.knee_noise());
+                        confirmed_ceiling(self.knee_exact().unwrap_or(k as f64), knee_noise);
                     Some(confirmed.min(unconfirmed))
                 } else {
                     Some(unconfirmed)
@@ -1463,7 +1464,7 @@ impl Estimator {
             probes: self.probes,
             settled: self.settled(),
             confirmed: self.confirmed(),
-            knee_noise: self.knee_noise(),
+            knee_noise,
         }
     }
 }
