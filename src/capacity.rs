@@ -483,12 +483,9 @@ pub struct Estimator {
     first_latency: Option<f64>,
     /// Whether a probe has measured the base latency.
     probe_measured: bool,
-    /// The depth of a probe that should follow at once, because the last one found a clearly lower
-    /// base. A probe begun for any other reason starts at [`PROBE_DEPTH`].
-    follow_up: Option<f64>,
-    /// Whether that follow-up continues a chain of probes begun before the gate settled (see
-    /// `Probe::cold`).
-    cold_chain: bool,
+    /// The probe that should follow at once, because the last one found a clearly lower base. A
+    /// probe begun for any other reason starts at [`PROBE_DEPTH`], and not cold.
+    follow_up: Option<FollowUp>,
     /// The capacity when the base latency was last re-measured by a probe.
     rate_at_base: Option<f64>,
     /// The completion rate of the latest tick.
@@ -570,6 +567,24 @@ struct SaturatedStart {
     probed: bool,
 }
 
+/// A probe to follow the one that just ended: its depth, and whether it continues a chain begun
+/// cold (see `Probe::cold`). One value, so that neither can outlive the chain it belongs to.
+#[derive(Debug, Clone, Copy)]
+struct FollowUp {
+    depth: f64,
+    cold: bool,
+}
+
+/// Clean rounds a probe measures before it may end: more after a decay, whose base replaces the
+/// older rounds rather than joining them.
+fn probe_rounds(decayed: bool) -> usize {
+    if decayed {
+        DECAYED_PROBE_ROUNDS
+    } else {
+        PROBE_ROUNDS
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Probe {
     start: Nanos,
@@ -626,7 +641,6 @@ impl Estimator {
             first_latency: None,
             probe_measured: false,
             follow_up: None,
-            cold_chain: false,
             rate_at_base: None,
             tick_rate: None,
             lowest_latency: None,
@@ -983,12 +997,9 @@ impl Estimator {
         if let Some(p) = self.probe {
             // A probe ends once its time is up and PROBE_ROUNDS clean rounds have been measured (a
             // slow service may need longer for them), and in any case at its hard end.
-            let rounds = if p.decayed {
-                DECAYED_PROBE_ROUNDS
-            } else {
-                PROBE_ROUNDS
-            };
-            if (s.now >= p.end && self.clean.len() >= rounds) || s.now >= p.hard_end {
+            if (s.now >= p.end && self.clean.len() >= probe_rounds(p.decayed))
+                || s.now >= p.hard_end
+            {
                 self.probe = None;
                 self.probe_measured |= !self.clean.is_empty();
                 // The ceiling rises again; the service refills within a latency or two.
@@ -1055,14 +1066,16 @@ impl Estimator {
                 // the noise of a rate measured low before it: halved on a 10-worker service after
                 // a false alarm of a slower service, the follow-up held 4 workers of 10 for 2 s.)
                 let lower = matches!((p.base_before, now_base), (Some(before), Some(after)) if after < REPROBE * before);
-                self.cold_chain = p.cold;
                 self.follow_up = lower.then(|| {
                     let factor = if saturated_through && p.cold {
                         0.5
                     } else {
                         PROBE_DEPTH
                     };
-                    (p.depth * factor).max(MIN_PROBE_DEPTH)
+                    FollowUp {
+                        depth: (p.depth * factor).max(MIN_PROBE_DEPTH),
+                        cold: p.cold,
+                    }
                 });
                 // The service slowed down: the rates remembered from before are a faster
                 // service's, and with the new base they would put the knee too high.
@@ -1151,11 +1164,7 @@ impl Estimator {
             let drain = ((2.0 * latency) as Nanos).saturating_add(s.elapsed);
             // Two base latencies, and long enough for its rounds at the current rate.
             let decayed = decayed && !(climbing || again || slowed || unsettled);
-            let rounds = if decayed {
-                DECAYED_PROBE_ROUNDS
-            } else {
-                PROBE_ROUNDS
-            };
+            let rounds = probe_rounds(decayed);
             let round = self.rate.filter(|r| *r > 0.0).map_or(0, |r| {
                 (rounds as f64 * ROUND_SAMPLES as f64 / r * 1e9) as Nanos
             });
@@ -1165,7 +1174,7 @@ impl Estimator {
             if let Some(start) = self.saturated_start.as_mut().filter(|_| decayed) {
                 start.probed = true;
             }
-            let depth = follow_up.unwrap_or(PROBE_DEPTH);
+            let depth = follow_up.map_or(PROBE_DEPTH, |f| f.depth);
             // The old rounds are what is being re-measured; kept aside, to be pooled with the
             // probe's if it finds the same service.
             std::mem::swap(&mut self.clean, &mut self.before_probe);
@@ -1195,7 +1204,7 @@ impl Estimator {
                 completed: 0,
                 measured: 0,
                 decayed,
-                cold: unsettled || (follow_up.is_some() && self.cold_chain),
+                cold: unsettled || follow_up.is_some_and(|f| f.cold),
                 base_before: Some(base),
                 // The smoothed rate lags a slowdown; the last tick's does not.
                 rate_before: match (self.rate, self.tick_rate) {
