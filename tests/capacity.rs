@@ -913,6 +913,39 @@ fn a_sliver_of_refusals_confirms_saturation_only_when_it_lasts_and_a_flood_at_on
     assert!(e.learned().confirmed, "{:?}", e.learned());
 }
 
+/// A tick of a small, quick service (1 ms a request) at 6,000 rps: `latency_ms` a request, 12 in
+/// flight at its end, the ceiling refusing 10 requests (1.6 %, more than a sliver).
+fn quick_burst(i: u64, latency_ms: u64) -> TickSample {
+    TickSample {
+        ceiling_refusals: 10,
+        ..tick_of(i, 600, latency_ms, 12, true)
+    }
+}
+
+#[test]
+fn a_burst_caught_at_the_end_of_ticks_whose_own_latency_shows_no_queue_is_no_saturation() {
+    // Settled at 6,000 rps and 1 ms (a knee of 6 from the usual load), then two ticks each
+    // ending on a burst of 12 in flight that the ceiling cut, while the 600 requests each tick
+    // completed took the base latency: on a service a hundred times quicker than the tick,
+    // those requests waited in any queue the tick held, and they show none. (The requests in
+    // flight implied a latency of 2 ms, and two such snapshots confirmed the usual load as the
+    // capacity: 10,000 rps at 1 ms, 10 workers, 0.6 % of requests refused at half the capacity.)
+    let (mut e, i) = fed(60, |i| tick_of(i, 600, 1, 6, false));
+    assert!(
+        e.learned().settled && !e.learned().confirmed,
+        "{:?}",
+        e.learned()
+    );
+    e.observe(&quick_burst(i, 1));
+    e.observe(&quick_burst(i + 1, 1));
+    assert!(!e.learned().confirmed, "{:?}", e.learned());
+    // The same snapshots while the tick's requests did wait (2 ms, twice the base): a flood.
+    let (mut e, i) = fed(60, |i| tick_of(i, 600, 1, 6, false));
+    e.observe(&quick_burst(i, 2));
+    e.observe(&quick_burst(i + 1, 2));
+    assert!(e.learned().confirmed, "{:?}", e.learned());
+}
+
 #[test]
 fn a_refused_burst_at_a_load_under_the_capacity_does_not_lower_it() {
     // Saturated at 2000 rps; then the load falls to 1500 rps, at the base latency, with the
