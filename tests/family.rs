@@ -707,14 +707,28 @@ fn sluicegate_auto_meets_the_bars_on_the_backend_family() {
 /// 5x), four bars of goodput against a static limit (by 0.0004 to 0.014) and the goodput of 200 rps
 /// at 50 ms, 2x (0.940); it met the goodput of 200 rps at 50 ms, 10x, against a static limit and
 /// the urgent success of 200 rps at 500 ms, 1.5x, against `unprotected`. Over seeds 1 to 8 it met
-/// 1,765 bars against 1,756.
+/// 1,765 bars against 1,756. Session 10 (214 met) draws the service times in the order the workers
+/// start, the same for every strategy (common random numbers): a comparison with a peer is then
+/// one of strategies, not of the draws each happened to admit. It shows a steady gap to the
+/// static limit told W at the 5x and 10x steps (0.6 % and 1.1 % of goodput on average over seeds
+/// 1 to 8: the standing queue above the knee slows a congested service), where the draws had
+/// hidden it in their noise, and a lead of 1.3 % at 2x (the queue fills the gaps between
+/// arrivals). The 200 rps, 50 ms backend draws slowly on this seed (the static limit makes 0.888
+/// of C at 2x): its p99 misses at 2x, 5x and 10x, its convergence at 5x and a flip pair at 0.9x.
 const KNOWN_MISSES: &[(&str, &str)] = &[
     ("goodput at 2x >= 0.95", "200rps-50ms step 2x"),
     ("p99 ms <= SLO", "200rps-50ms step 0.5x"),
     ("p99 ms <= SLO", "200rps-50ms step 0.9x"),
     ("p99 ms <= SLO", "200rps-50ms step 1.5x"),
+    ("p99 ms <= SLO", "200rps-50ms step 2x"),
+    ("p99 ms <= SLO", "200rps-50ms step 5x"),
+    ("p99 ms <= SLO", "200rps-50ms step 10x"),
+    ("convergence ms <= 300", "200rps-50ms step 5x"),
+    ("switch flips <= 0", "200rps-50ms step 0.9x"),
     ("goodput >= every peer's", "200rps-50ms step 5x"),
-    ("convergence ms <= 300", "200rps-500ms step 5x"),
+    ("goodput >= every peer's", "200rps-50ms step 10x"),
+    ("reaction ms <= one sampler tick", "200rps-500ms step 5x"),
+    ("urgent success >= every peer's", "200rps-500ms step 1.5x"),
     ("goodput >= every peer's", "200rps-500ms step 2x"),
     ("goodput >= every peer's", "200rps-500ms step 5x"),
     ("goodput >= every peer's", "200rps-500ms step 10x"),
@@ -728,12 +742,14 @@ const KNOWN_MISSES: &[(&str, &str)] = &[
     ("convergence ms <= 300", "10000rps-1ms step 5x"),
     ("goodput >= every peer's", "10000rps-1ms step 10x"),
     ("convergence ms <= 300", "10000rps-5ms step 5x"),
+    ("goodput >= every peer's", "10000rps-5ms step 5x"),
+    ("goodput >= every peer's", "10000rps-5ms step 10x"),
     ("convergence ms <= 300", "50000rps-1ms step 5x"),
     ("goodput >= every peer's", "50000rps-1ms step 5x"),
     ("goodput >= every peer's", "50000rps-1ms step 10x"),
-    ("convergence ms <= 300", "50000rps-20ms step 5x"),
     ("goodput >= every peer's", "50000rps-20ms step 2x"),
     ("goodput >= every peer's", "50000rps-20ms step 5x"),
+    ("goodput >= every peer's", "50000rps-20ms step 10x"),
 ];
 
 /// A regression guard while the bars are not all met: every bar met at the last review is still
@@ -920,8 +936,11 @@ fn in_overload_the_auto_gate_keeps_the_capacity_of_a_slow_spread_out_backend_on_
 /// 8, 1,755 bars against 1,749, with 3 fewer misses of p99 and of convergence. Session 9's knee
 /// error in the headroom raised seed 2 to 225 and lowered seed 3 to 216 and seed 4 to 210 (p99,
 /// convergence and goodput against a static limit, by a standing queue a few requests longer),
-/// and raised seeds 5 to 8 from 876 to 891.
-const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 225), (3, 216), (4, 210)];
+/// and raised seeds 5 to 8 from 876 to 891. Session 10 drew the service times in start order
+/// (common random numbers; see [`KNOWN_MISSES`]): seeds 2 to 4 now meet 215, 215 and 212, seeds
+/// 5 to 8 875 (seeds 1 to 8: 1,731 against 1,765 on the per-request draws; by kind, 27 more
+/// misses of goodput against a static limit and 11 more of p99, 4 fewer of goodput at 2x).
+const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 215), (3, 215), (4, 212)];
 
 /// How far below its target a goodput bar may be missed on any seed. A count of bars hides a
 /// bar missed by a wide margin: session 6 found seeds 2 and 4 with 0.31 to 0.45 less goodput

@@ -49,6 +49,8 @@ fn close(actual: f64, expected: f64, tolerance: f64) -> bool {
 // ---------------------------------------------------------------------------------------------
 // The model alone
 
+/// (Congestion 0.1: at 0.5 a burst tips four workers into a collapse that lasts, slower service
+/// holding the queue that slows it, on about a fifth of the seeds.)
 #[test]
 fn an_unprotected_backend_at_half_capacity_answers_nearly_everything() {
     let s = scenario(
@@ -58,7 +60,7 @@ fn an_unprotected_backend_at_half_capacity_answers_nearly_everything() {
         workers = 4
         service_time = "10ms"
         distribution = "exponential"
-        congestion = 0.5
+        congestion = 0.1
         [[phase]]
         duration = "5s"
         load = 0.5
@@ -997,5 +999,13 @@ fn after_a_heavy_tailed_overload_the_auto_gate_recovers_at_once() {
     let auto = by_name(&report, "sluicegate-auto");
     let recovery = auto.recovery_ms.unwrap_or(f64::INFINITY);
     assert!(recovery <= 2000.0, "recovered in {recovery} ms");
-    assert!(auto.goodput_ratio >= 0.98, "goodput {}", auto.goodput_ratio);
+    // Within a point of a static limit told the capacity, on the same draws (the heavy tail makes
+    // the capacity the draws give differ from the nominal one by a few percent: 0.97 of it here).
+    let reference = by_name(&report, "concurrency-limit");
+    assert!(
+        auto.goodput_ratio >= reference.goodput_ratio - 0.01,
+        "goodput {} against {}",
+        auto.goodput_ratio,
+        reference.goodput_ratio
+    );
 }

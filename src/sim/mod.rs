@@ -29,7 +29,10 @@
 //!     defaults, with nothing from the scenario or the base configuration ([`run_gate`]).
 //!
 //! Every strategy runs on the same arrivals: the same seed gives the same arrival times, urgency
-//! flags, payloads and service-time draws, whatever the strategy does. A run never sleeps, and the
+//! flags and payloads, whatever the strategy does, and the same service times in the order the
+//! workers start (the k-th request any strategy starts takes as long as every other's k-th): two
+//! strategies that keep the workers busy do the same work, so a difference between them is one
+//! of strategies, not of the draws each happened to admit. A run never sleeps, and the
 //! same scenario and seed give the same [`Report`], byte for byte once serialised.
 //!
 //! # The figures ([`StrategyReport`])
