@@ -109,12 +109,16 @@ fn main() -> ExitCode {
                     &mut |_| {},
                 ) {
                     Ok(report) => {
-                        let workers = u64::from(scenario.backend.workers);
+                        // The limit `sim::run` gives the reference: the scenario's, else W.
+                        let limit = scenario
+                            .baselines
+                            .concurrency_limit
+                            .unwrap_or(u64::from(scenario.backend.workers));
                         let reference = run_strategy(
                             &scenario,
                             seed,
                             REFERENCE,
-                            &mut ConcurrencyLimit::new(workers),
+                            &mut ConcurrencyLimit::new(limit),
                             &mut |_| {},
                         );
                         let run = Run {

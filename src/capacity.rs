@@ -351,9 +351,8 @@ fn folded_noise(before: Option<f64>, weight: f64, completed: u64) -> f64 {
     }
 }
 
-/// Appends a round's mean latency, keeping only the latest [`ROUNDS`].
-/// The mean and the sample variance of `values`, in one pass (Welford); `None` below two values.
-fn mean_and_variance(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
+/// The sample variance of `values`, in one pass (Welford); `None` below two values.
+fn sample_variance(values: impl Iterator<Item = f64>) -> Option<f64> {
     let (mut n, mut mean, mut m2) = (0.0, 0.0, 0.0);
     for v in values {
         n += 1.0;
@@ -361,7 +360,7 @@ fn mean_and_variance(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
         mean += d / n;
         m2 += d * (v - mean);
     }
-    (n >= 2.0).then(|| (mean, m2 / (n - 1.0)))
+    (n >= 2.0).then(|| m2 / (n - 1.0))
 }
 
 /// Whether the latest [`FASTER_ROUNDS`] of `rounds` say the service got faster than the base `b`:
@@ -382,11 +381,12 @@ fn got_faster(rounds: &VecDeque<f64>, b: f64) -> bool {
         return false;
     }
     let latest_mean = latest.sum::<f64>() / FASTER_ROUNDS as f64;
-    mean_and_variance(rounds.range(..n - FASTER_ROUNDS).copied()).is_none_or(|(_, variance)| {
+    sample_variance(rounds.range(..n - FASTER_ROUNDS).copied()).is_none_or(|variance| {
         b - latest_mean > FASTER_SIGMAS * (variance / FASTER_ROUNDS as f64).sqrt()
     })
 }
 
+/// Appends a round's mean latency, keeping only the latest [`ROUNDS`].
 fn push_round(rounds: &mut VecDeque<f64>, mean: f64) {
     if rounds.len() == ROUNDS {
         rounds.pop_front();
@@ -957,8 +957,9 @@ impl Estimator {
                             .into();
                     }
                     push_round(&mut self.clean, mean);
-                    // The service got faster: the latest rounds are all well below the base, so
-                    // the older ones describe a service that is gone.
+                    // The service got faster: the latest rounds are all well below the base,
+                    // and out of a round's noise, so the older ones describe a service that is
+                    // gone.
                     let faster = self.base.is_some_and(|(b, _)| got_faster(&self.clean, b));
                     if faster {
                         let keep = self.clean.len() - FASTER_ROUNDS;
@@ -1357,7 +1358,7 @@ impl Estimator {
             return 0.0;
         };
         let n = rounds.len() as f64;
-        let Some((_, variance)) = mean_and_variance(rounds.iter().copied()) else {
+        let Some(variance) = sample_variance(rounds.iter().copied()) else {
             return 0.0;
         };
         // A median's variance: π/2 times the mean's, for normal round means.
