@@ -750,28 +750,30 @@ fn round_of(i: u64, latency_ms: u64) -> TickSample {
     tick_of(i, 50, latency_ms, 50, false)
 }
 
+/// The base latency after rounds of `spread` ms by turn, then three rounds at 79 ms; asserts
+/// the base was 100 ms before them.
+fn base_after_three_quick_rounds(spread: [u64; 3]) -> Learned {
+    let (mut e, mut i) = fed(60, |i| round_of(i, spread[(i % 3) as usize]));
+    assert_eq!(e.learned().base_latency, Some(ms(100)), "{:?}", e.learned());
+    for _ in 0..3 {
+        e.observe(&round_of(i, 79));
+        i += 1;
+    }
+    e.learned()
+}
+
 #[test]
 fn three_quick_rounds_within_the_noise_of_a_spread_out_service_do_not_replace_its_base() {
     // Rounds of 70, 100 and 130 ms by turn (a round's mean known to 30 %), then three at 79 ms,
     // each under 0.8 of the base: quick by chance, not a faster service. (Taken for one, every
     // round behind them was dropped and the base rested on the three quickest: on 1,000 rps at
     // 100 ms a base of 81 ms, a knee of 83 for 100 workers, and 0.84 of the capacity at 2x.)
-    let (mut e, mut i) = fed(60, |i| round_of(i, [70, 100, 130][(i % 3) as usize]));
-    assert_eq!(e.learned().base_latency, Some(ms(100)), "{:?}", e.learned());
-    for _ in 0..3 {
-        e.observe(&round_of(i, 79));
-        i += 1;
-    }
-    assert_eq!(e.learned().base_latency, Some(ms(100)), "{:?}", e.learned());
+    let learned = base_after_three_quick_rounds([70, 100, 130]);
+    assert_eq!(learned.base_latency, Some(ms(100)), "{learned:?}");
     // The same three rounds after rounds that hardly spread (98, 100 and 102 ms): a faster
     // service, followed at once.
-    let (mut e, mut i) = fed(60, |i| round_of(i, [98, 100, 102][(i % 3) as usize]));
-    assert_eq!(e.learned().base_latency, Some(ms(100)), "{:?}", e.learned());
-    for _ in 0..3 {
-        e.observe(&round_of(i, 79));
-        i += 1;
-    }
-    assert_eq!(e.learned().base_latency, Some(ms(79)), "{:?}", e.learned());
+    let learned = base_after_three_quick_rounds([98, 100, 102]);
+    assert_eq!(learned.base_latency, Some(ms(79)), "{learned:?}");
 }
 
 #[test]
