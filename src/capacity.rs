@@ -63,7 +63,11 @@
 //!   have passed and either [`SETTLED_ROUNDS`] clean rounds were measured while the latency the
 //!   requests in flight imply (Little's law) held steady ([`CLIMBING`], [`CLIMB_TICKS`]),
 //!   or a probe measured the base (see [`Learned::settled`]); until then the configured or the
-//!   seed's figures stand.
+//!   seed's figures stand. A climb calls for that probe only when it is a flood's: it meets a
+//!   ceiling, keeps growing, or lasts ([`CLIMB_LATENCIES`]). A stretch of slow requests at the
+//!   usual load climbs as high for a tick or two and drains, and a probe then, its ceiling a
+//!   share of a knee from the light load's rate, held a 10-worker service at one request for
+//!   3.5 s.
 //! * **Measuring throughput while throttling.** If the ceiling is below the knee, the measured rate
 //!   is what the gate admits, and an estimate built on it would shrink towards it. The ceiling is
 //!   always above the knee, and above it by the knee's error too ([`Learned::knee_noise`]), so
@@ -247,6 +251,14 @@ pub const CLIMBING: f64 = 3.0;
 /// first round: three times that was reached by noise, and the probe that followed refused 64
 /// requests at half the capacity).
 pub const CLIMB_TICKS: u32 = 2;
+/// A climb ([`CLIMBING`]) that neither keeps growing (by [`BACKLOG_SIGMAS`] standard deviations
+/// of the requests in flight it began with) nor meets a ceiling calls for a probe only once it
+/// has lasted this many of the first round's latencies: a flood's queue lasts, while a stretch of
+/// slow requests at the usual load builds a queue that drains within a few latencies. (Probed
+/// as a flood, such a stretch on 10 workers at 0.6 of their capacity held the ceiling at one
+/// request, a share of a knee learned from the light load's rate, for 3.5 s: 0.77 of the
+/// capacity through the overload that followed, against 0.94 for a static limit.)
+pub const CLIMB_LATENCIES: f64 = 10.0;
 /// Clean rounds a probe measures (at least) before it ends: the base it finds is their median,
 /// and a single round of a service whose times are widely spread (5 % of requests 20 times
 /// slower) is as likely as not to miss the mean by a fifth.
@@ -543,6 +555,8 @@ pub struct Estimator {
     /// Ticks in a row on which the requests in flight showed a climb (see
     /// [`Estimator::climbed`]).
     climb_ticks: u32,
+    /// The requests in flight and the time at the first tick of the current climb.
+    climb_from: (u64, Nanos),
     /// Whether the figures rest on enough measurements (see [`Estimator::try_settle`]).
     settled: bool,
     /// Ticks in a row whose latency showed a queue.
@@ -690,6 +704,7 @@ impl Estimator {
             lowest_latency: None,
             first_round_latency: None,
             climb_ticks: 0,
+            climb_from: (0, 0),
             latency_spread: None,
             recent_latency: None,
             settled: false,
@@ -1027,7 +1042,11 @@ impl Estimator {
             }
         }
 
-        self.climb_ticks = streak(self.climb_ticks, self.climbed(s.in_flight));
+        let climbed = self.climbed(s.in_flight);
+        if climbed && self.climb_ticks == 0 {
+            self.climb_from = (s.in_flight, s.now);
+        }
+        self.climb_ticks = streak(self.climb_ticks, climbed);
         self.update_probe(s);
         self.try_settle(s.in_flight);
         self.learned()
@@ -1188,7 +1207,10 @@ impl Estimator {
         // (And the latency the requests in flight imply grows with it: a service merely warming
         // up has slower rounds after the quick first ones, and more requests in flight, but its
         // completions rise with them.)
-        let climbing = unsettled && !self.clean.is_empty() && self.climb_ticks >= CLIMB_TICKS;
+        let climbing = unsettled
+            && !self.clean.is_empty()
+            && self.climb_ticks >= CLIMB_TICKS
+            && (s.ceiling_refused || s.memory_refusals > 0 || self.climb_lasts(s));
         let follow_up = self.follow_up.take();
         // The service got faster while saturated: it completes clearly more than when its base
         // was measured, and requests take clearly less than that base even with the queue the
@@ -1425,6 +1447,21 @@ impl Estimator {
         // three times their number alone does not.
         let expected = in_flight as f64 * first / now;
         now > CLIMBING * first && in_flight as f64 - expected >= BACKLOG_SIGMAS * expected.sqrt()
+    }
+
+    /// Whether a climb of the requests in flight (see [`Estimator::climbed`]) is a flood's:
+    /// it keeps growing (by [`BACKLOG_SIGMAS`] standard deviations of the count it began with),
+    /// or it has lasted [`CLIMB_LATENCIES`] of the first round's latencies. A stretch of slow
+    /// requests at the usual load raises the count as much, but the queue it builds drains
+    /// within a few latencies.
+    fn climb_lasts(&self, s: &TickSample) -> bool {
+        let (from, since) = self.climb_from;
+        let before = from as f64;
+        let grew = s.in_flight as f64 - before >= BACKLOG_SIGMAS * before.sqrt().max(1.0);
+        let lasted = self
+            .first_round_latency
+            .is_some_and(|first| s.now.saturating_sub(since) as f64 >= CLIMB_LATENCIES * first);
+        grew || lasted
     }
 
     /// Whether the base latency rests on enough clean rounds (or a probe) to compare latencies

@@ -811,16 +811,53 @@ fn just_past_the_start() -> (Estimator, u64) {
 fn one_tick_of_many_requests_in_flight_before_settling_is_noise_and_two_in_a_row_a_flood() {
     // Before the base is settled a climb of the requests in flight means a flood the unlearned
     // ceiling does not stop, and the estimator probes for the base. One tick of it is the noise
-    // of a small count; a flood lasts.
+    // of a small count; a flood lasts, and grows.
     let (mut e, i) = just_past_the_start();
     e.observe(&tick_at(i, 50, 100));
     e.observe(&tick_at(i + 1, 50, 20));
     assert_eq!(e.learned().probes, 0, "{:?}", e.learned());
+    let (mut e, i) = just_past_the_start();
+    e.observe(&tick_at(i, 50, 100));
+    // 40 more: three standard deviations of the 100 the climb began with, and then some.
+    e.observe(&tick_at(i + 1, 50, 140));
+    assert!(e.learned().probing, "{:?}", e.learned());
+}
+
+#[test]
+fn a_queue_that_builds_and_drains_before_settling_is_no_flood() {
+    // A stretch of slow requests at the usual load: the requests in flight climb for two ticks,
+    // no longer growing, and drain. (Probed as a flood, such a stretch on 10 workers at 0.6 of
+    // their capacity held the ceiling at one request, from a knee learned at the light load,
+    // for 3.5 s.)
     let (mut e, mut i) = just_past_the_start();
-    for _ in 0..2 {
+    for in_flight in [100, 105, 60, 20, 20] {
+        e.observe(&tick_at(i, 50, in_flight));
+        i += 1;
+        assert_eq!(e.learned().probes, 0, "{in_flight}: {:?}", e.learned());
+    }
+}
+
+#[test]
+fn a_climb_before_settling_that_holds_level_is_a_flood_once_it_lasts_ten_latencies() {
+    // A flood held level by something other than the ceiling (a fixed pool of clients): the
+    // climb does not grow, but it lasts. Ten of the first round's 50 ms latencies: five ticks.
+    let (mut e, mut i) = just_past_the_start();
+    for _ in 0..5 {
         e.observe(&tick_at(i, 50, 100));
         i += 1;
+        assert_eq!(e.learned().probes, 0, "tick {i}: {:?}", e.learned());
     }
+    e.observe(&tick_at(i, 50, 100));
+    assert!(e.learned().probing, "{:?}", e.learned());
+}
+
+#[test]
+fn a_climb_before_settling_that_meets_the_ceiling_is_a_flood_at_once() {
+    // The unlearned ceiling refuses: demand exceeds what it lets in, and the requests in flight
+    // cannot grow any further to show it.
+    let (mut e, i) = just_past_the_start();
+    e.observe(&tick_of(i, 40, 50, 100, true));
+    e.observe(&tick_of(i + 1, 40, 50, 100, true));
     assert!(e.learned().probing, "{:?}", e.learned());
 }
 
