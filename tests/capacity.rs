@@ -12,8 +12,8 @@
 use std::time::Duration;
 
 use sluicegate::capacity::{
-    confirmed_ceiling, Estimator, Learned, TickSample, BASE_WINDOW, PROBE_DEPTH, RATE_WINDOW,
-    UNCONFIRMED_HEADROOM,
+    confirmed_ceiling, refill_headroom, Estimator, Learned, TickSample, BASE_WINDOW, PROBE_DEPTH,
+    RATE_WINDOW, UNCONFIRMED_HEADROOM,
 };
 use sluicegate::clock::Nanos;
 
@@ -224,7 +224,7 @@ fn unconfirmed_ceiling(knee: u64) -> u64 {
 /// The ceiling over a knee confirmed saturated, from the figures learned.
 fn saturated_ceiling(learned: &Learned) -> u64 {
     let knee = learned.capacity.unwrap() * learned.base_latency.unwrap().as_secs_f64();
-    confirmed_ceiling(knee, learned.knee_noise)
+    confirmed_ceiling(knee, learned.knee_noise, learned.offered_load)
 }
 
 // ---------------------------------------------------------------- learning at load
@@ -295,6 +295,32 @@ fn learns_capacity_and_base_latency_within_a_few_percent_at_twice_the_load_after
     let ceiling = saturated_ceiling(&run.learned);
     assert_eq!(run.learned.ceiling, Some(ceiling), "{trace}");
     assert!((22..=25).contains(&ceiling), "{trace}");
+}
+
+#[test]
+fn under_a_tenfold_flood_the_ceiling_keeps_about_one_request_above_the_knee() {
+    // A freed worker is refilled at once when ten requests are offered for each one completed:
+    // the queue for the gaps between arrivals shrinks from √20 ÷ 2 + ½ = 2.7 requests to 0.8.
+    let mut run = Run::new(20, ms(50));
+    run.run(200.0, 2.0); // calm
+    run.run(4000.0, 3.0); // 10 × C
+    let trace = run.show(0.0);
+    let load = run.learned.offered_load;
+    assert!(near(load, 10.0, 0.1), "offered load {load}: {trace}");
+    assert!(run.estimator.confirmed(), "{trace}");
+    let ceiling = saturated_ceiling(&run.learned);
+    assert_eq!(run.learned.ceiling, Some(ceiling), "{trace}");
+    assert!((20..=21).contains(&ceiling), "{trace}");
+    // At twice the capacity the gaps are longer and the square-root rule stands.
+    let mut run = Run::new(20, ms(50));
+    run.run(200.0, 2.0);
+    run.run(800.0, 3.0);
+    let trace = run.show(0.0);
+    assert!(near(run.learned.offered_load, 2.0, 0.1), "{trace}");
+    assert!(
+        (22..=25).contains(&run.learned.ceiling.unwrap_or(0)),
+        "{trace}"
+    );
 }
 
 /// A gate started into a flood: the first latencies all include a queue.
@@ -1161,26 +1187,52 @@ fn room_shown_under_saturation_raises_the_saturated_capacity_so_the_next_queue_k
 
 #[test]
 fn the_confirmed_ceiling_is_the_knee_plus_its_headroom_to_the_nearest_request() {
-    // Headroom: half the square root of the knee, and half a request.
-    assert_eq!(confirmed_ceiling(10.0, 0.0), 12); // 12.08
-    assert_eq!(confirmed_ceiling(100.0, 0.0), 106); // 105.5
-    assert_eq!(confirmed_ceiling(400.0, 0.0), 411); // 410.5
-    assert_eq!(confirmed_ceiling(1000.0, 0.0), 1016); // 1016.3
-    assert_eq!(confirmed_ceiling(0.0, 0.0), 1);
+    // Headroom: half the square root of the knee, and half a request (no refusals: load 1).
+    assert_eq!(confirmed_ceiling(10.0, 0.0, 1.0), 12); // 12.08
+    assert_eq!(confirmed_ceiling(100.0, 0.0, 1.0), 106); // 105.5
+    assert_eq!(confirmed_ceiling(400.0, 0.0, 1.0), 411); // 410.5
+    assert_eq!(confirmed_ceiling(1000.0, 0.0, 1.0), 1016); // 1016.3
+    assert_eq!(confirmed_ceiling(0.0, 0.0, 1.0), 1);
 }
 
 #[test]
 fn the_knee_error_joins_the_headroom_in_quadrature() {
-    // 100 requests known to 4 %: 1.5 × 4 = 6 requests of error, 5.5 of headroom; √(6² + 5.5²)
-    // = 8.14.
-    assert_eq!(confirmed_ceiling(100.0, 0.04), 108);
-    // On a small knee the square-root headroom dwarfs the error: 12.08 becomes 12.17.
-    assert_eq!(confirmed_ceiling(10.0, 0.04), 12);
-    // On a large one the error rules: 1,000 known to 2 %, 30 and 16.3: 1,034.1.
-    assert_eq!(confirmed_ceiling(1000.0, 0.02), 1034);
+    // 100 requests known to 4 %: 2 × 4 = 8 requests of error, 5.5 of headroom; √(8² + 5.5²)
+    // = 9.71.
+    assert_eq!(confirmed_ceiling(100.0, 0.04, 1.0), 110);
+    // On a small knee the square-root headroom dwarfs the error: 12.08 becomes 12.23.
+    assert_eq!(confirmed_ceiling(10.0, 0.04, 1.0), 12);
+    // On a large one the error rules: 1,000 known to 2 %, 40 and 16.3: 1,043.2.
+    assert_eq!(confirmed_ceiling(1000.0, 0.02, 1.0), 1043);
     // A negative or undefined error is none.
-    assert_eq!(confirmed_ceiling(100.0, -1.0), 106);
-    assert_eq!(confirmed_ceiling(100.0, f64::NAN), 106);
+    assert_eq!(confirmed_ceiling(100.0, -1.0, 1.0), 106);
+    assert_eq!(confirmed_ceiling(100.0, f64::NAN, 1.0), 106);
+}
+
+#[test]
+fn a_dense_overload_keeps_only_the_queue_that_refills_a_freed_worker() {
+    // At ten requests offered per completion the workers run dry one time in twenty with a queue
+    // of ln 20 ÷ ln 10 − 1 = 0.3 requests: 0.8 above the knee with the rounding half request.
+    assert!(
+        (refill_headroom(10.0) - 0.801).abs() < 0.001,
+        "{}",
+        refill_headroom(10.0)
+    );
+    assert_eq!(confirmed_ceiling(100.0, 0.0, 10.0), 101); // 100.8, not 105.5
+    assert_eq!(confirmed_ceiling(1000.0, 0.0, 10.0), 1001); // not 1016.3
+    assert_eq!(confirmed_ceiling(10.0, 0.0, 10.0), 11); // not 12.08
+                                                        // At twice the capacity arrivals leave gaps: 3.8 requests, still fewer than 5.5 on a hundred
+                                                        // workers; on ten the square-root rule's 2.08 is the smaller.
+    assert_eq!(confirmed_ceiling(100.0, 0.0, 2.0), 104);
+    assert_eq!(confirmed_ceiling(10.0, 0.0, 2.0), 12);
+    // The knee's error stays whatever the load: 100 known to 4 %, √(8² + 0.8²) = 8.04.
+    assert_eq!(confirmed_ceiling(100.0, 0.04, 10.0), 108);
+    // Never less than the half request of the rounding; nothing offered beyond the completions,
+    // or an undefined load, leaves the square-root rule alone.
+    assert_eq!(refill_headroom(1e9), 0.5);
+    assert_eq!(confirmed_ceiling(100.0, 0.0, 1.0), 106);
+    assert_eq!(confirmed_ceiling(100.0, 0.0, 0.5), 106);
+    assert_eq!(confirmed_ceiling(100.0, 0.0, f64::NAN), 106);
 }
 
 #[test]

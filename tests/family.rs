@@ -715,6 +715,9 @@ fn sluicegate_auto_meets_the_bars_on_the_backend_family() {
 /// hidden it in their noise, and a lead of 1.3 % at 2x (the queue fills the gaps between
 /// arrivals). The 200 rps, 50 ms backend draws slowly on this seed (the static limit makes 0.888
 /// of C at 2x): its p99 misses at 2x, 5x and 10x, its convergence at 5x and a flip pair at 0.9x.
+/// Session 11 (216 met) keeps only the queue a dense overload needs to refill a freed worker
+/// (`capacity::refill_headroom`) and allows two standard errors of the knee, not 1.5: it met the
+/// convergence and the goodput against a static limit of 50,000 rps at 1 ms, 5x.
 const KNOWN_MISSES: &[(&str, &str)] = &[
     ("goodput at 2x >= 0.95", "200rps-50ms step 2x"),
     ("p99 ms <= SLO", "200rps-50ms step 0.5x"),
@@ -744,8 +747,6 @@ const KNOWN_MISSES: &[(&str, &str)] = &[
     ("convergence ms <= 300", "10000rps-5ms step 5x"),
     ("goodput >= every peer's", "10000rps-5ms step 5x"),
     ("goodput >= every peer's", "10000rps-5ms step 10x"),
-    ("convergence ms <= 300", "50000rps-1ms step 5x"),
-    ("goodput >= every peer's", "50000rps-1ms step 5x"),
     ("goodput >= every peer's", "50000rps-1ms step 10x"),
     ("goodput >= every peer's", "50000rps-20ms step 2x"),
     ("goodput >= every peer's", "50000rps-20ms step 5x"),
@@ -940,7 +941,12 @@ fn in_overload_the_auto_gate_keeps_the_capacity_of_a_slow_spread_out_backend_on_
 /// (common random numbers; see [`KNOWN_MISSES`]): seeds 2 to 4 now meet 215, 215 and 212, seeds
 /// 5 to 8 875 (seeds 1 to 8: 1,731 against 1,765 on the per-request draws; by kind, 27 more
 /// misses of goodput against a static limit and 11 more of p99, 4 fewer of goodput at 2x).
-const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 215), (3, 215), (4, 212)];
+/// Session 11's refill headroom raised seeds 2 to 4 to 220, 218 and 216 and seeds 5 to 8 to 879
+/// (seeds 1 to 8: 1,749 against 1,731; it missed four bars it had met, all on the 10-worker
+/// backends and by a hair: the p99 of 200 rps at 50 ms, 1.5x and 10x, on seed 7, 251 and 250.7 ms;
+/// on seed 8 the urgent success of the 10,000 rps, 1 ms priority flood, 0.99897, and of 200 rps at
+/// 50 ms, 0.9x, against `bbr`, 0.998).
+const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 220), (3, 218), (4, 216)];
 
 /// How far below its target a goodput bar may be missed on any seed. A count of bars hides a
 /// bar missed by a wide margin: session 6 found seeds 2 and 4 with 0.31 to 0.45 less goodput
