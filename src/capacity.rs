@@ -151,9 +151,13 @@
 //!   stayed saturated and what it measured still holds a queue: a higher base from it is not
 //!   taken, and the next probe of a chain that finds lower bases goes twice as deep.
 //!
-//! Known limit: a gate started cold into a flood that fills the unlearned ceiling (1000) at once
-//! measures the queue as its base until its first probe, ten of the lowest latencies seen later,
-//! and that probe waits two of the current (queue-inflated) latencies for the queue to drain.
+//! A gate started cold into a flood that its unlearned ceiling (the configured one, or the seed's
+//! 1,000) turns away probes two ticks later, its ceiling a share of the capacity times the
+//! lowest latency seen, and waits for the requests then in flight to complete (twice the larger
+//! of the latency of now and the one Little's law gives them) before it measures. Known limit: a
+//! flood that fills that ceiling slowly (a small service at twice its capacity takes 2.5 s to
+//! queue 1,000 requests) is measured as the base until it does: nothing before then tells its
+//! queue from a slow service's latency.
 //!
 //! ```
 //! use sluicegate::capacity::{Estimator, TickSample};
@@ -641,6 +645,9 @@ pub struct Estimator {
     slowing: bool,
     /// Ticks in a row on which the ceiling refused while latency showed a queue.
     refused_queue_ticks: u32,
+    /// Ticks in a row, before the figures settled, on which the ceiling turned away more than a
+    /// sliver of the requests (see [`Estimator::update_probe`]).
+    cold_refused_ticks: u32,
     /// Ticks in a row on which latency showed a queue and the ceiling refused while completions
     /// were well below the saturated mean (see `slowing`).
     slow_ticks: u32,
@@ -777,6 +784,7 @@ impl Estimator {
             slowing: false,
             slow_ticks: 0,
             refused_queue_ticks: 0,
+            cold_refused_ticks: 0,
             offered_load: 1.0,
         }
     }
@@ -905,6 +913,10 @@ impl Estimator {
             && refusals > 0
             && (refusals as f64) < REFUSED_SHARE * s.completed.saturating_add(refusals) as f64;
         let refusals_tell = !sliver || self.refused_queue_ticks >= REFUSED_TICKS;
+        self.cold_refused_ticks = streak(
+            self.cold_refused_ticks,
+            !self.settled && s.ceiling_refused && !sliver,
+        );
         let saturated_now = queued && ((held && refusals_tell) || lasting);
         if saturated_now {
             // A queue has formed while the ceiling turned requests away, or has lasted: the
@@ -1243,6 +1255,13 @@ impl Estimator {
         // A gate started into a flood never sees a clean round: measure the base latency by
         // probing instead.
         let unsettled = !self.settled() && self.past_startup();
+        // A gate started into a flood that its unlearned ceiling (the configured one or the
+        // seed's) turns away, tick after tick: the queue behind that ceiling is the flood's, and
+        // each tick of it is a tick of answers too late. Probe at once rather than after the
+        // start-up and ten latencies. (Waiting, 3,200 rps started at 10x held 1,000 requests in
+        // flight for 64 workers for 1.7 s: a p99 of 491 ms over the next minute, SLO 100 ms.)
+        let cold_flood =
+            !self.settled() && self.probes == 0 && self.cold_refused_ticks >= CLIMB_TICKS;
         // (Ten latencies, but for a gate that never settled the least inflated one: a flood that
         // filled the unlearned ceiling makes the latency of now mostly queue.)
         let gap_latency = if unsettled {
@@ -1292,10 +1311,20 @@ impl Estimator {
         let again = follow_up.is_some() || faster;
         // A slow service re-measures less often: a probe lasts a few base latencies.
         let window = BASE_WINDOW_NS.max((BASE_WINDOW_LATENCIES * base) as Nanos);
-        if climbing || again || (s.ceiling_refused && (age > window || early)) {
+        if climbing || again || cold_flood || (s.ceiling_refused && (age > window || early)) {
             // Long enough for the queue to drain (the current latency) and then for a base latency
             // to be measured, with a tick to spare.
-            let drain = ((2.0 * latency) as Nanos).saturating_add(s.elapsed);
+            // Before the gate settled, the latency of now lags a flood's growing queue by a whole
+            // latency; the requests in flight at the completion rate (Little's law) do not. (On
+            // the smoothed latency alone, a probe begun 0.2 s into a flood measured its rounds
+            // with the queue still in them, and the base it kept was the first tick's.)
+            let cold = unsettled || cold_flood || follow_up.is_some_and(|f| f.cold);
+            let queue_latency = if cold {
+                latency.max(self.implied_latency(s.in_flight).unwrap_or(0.0))
+            } else {
+                latency
+            };
+            let drain = ((2.0 * queue_latency) as Nanos).saturating_add(s.elapsed);
             // Two base latencies, and long enough for its rounds at the current rate.
             let decayed = decayed && !(climbing || again || slowed || unsettled);
             let rounds = probe_rounds(decayed);
@@ -1326,7 +1355,7 @@ impl Estimator {
                 // it starts from is still too high. A gate that has never settled starts from the
                 // lowest latency it has seen, the one least inflated by the queue it started into.
                 ceiling: {
-                    let from = if unsettled {
+                    let from = if unsettled || cold_flood {
                         let lowest = self.lowest_latency.unwrap_or(base).min(base);
                         self.capacity().map_or(knee as f64, |c| c * lowest / 1e9)
                     } else {
@@ -1338,7 +1367,7 @@ impl Estimator {
                 completed: 0,
                 measured: 0,
                 decayed,
-                cold: unsettled || follow_up.is_some_and(|f| f.cold),
+                cold,
                 base_before: Some(base),
                 // The smoothed rate lags a slowdown; the last tick's does not.
                 rate_before: match (self.rate, self.tick_rate) {
