@@ -24,8 +24,8 @@
 //!   the ceiling needs ([`refill_headroom`]: about one request at ten times the capacity). The
 //!   knee's own error joins that headroom ([`knee_headroom`], [`KNEE_SIGMAS`]): a ceiling set
 //!   below the workers by a knee measured low is the throttling trap below, and nothing measured
-//!   while it holds can show it. While the capacity is only a lower bound (no queue seen within the rate
-//!   window, e.g. at the usual load) the ceiling sits at twice the knee
+//!   while it holds can show it. While the capacity is only a lower bound (no queue seen within
+//!   the rate window, e.g. at the usual load) the ceiling sits at twice the knee
 //!   ([`UNCONFIRMED_HEADROOM`]): not a cap on the usual load, yet a flood is still stopped on its
 //!   first requests. A confirmed ceiling never exceeds that one, whatever the knee's error.
 //!
@@ -462,9 +462,8 @@ pub fn knee_headroom(k: f64, noise: f64, load: f64) -> f64 {
 
 /// The in-flight ceiling over a knee `k` confirmed saturated, known to a relative standard
 /// error `noise`, with `load` requests offered at the ceiling per completion: `k` plus
-/// [`knee_headroom`], rounded to the nearest request (rounded up, the
-/// half request of the headroom became a whole one, a standing queue one request longer than the
-/// headroom intends).
+/// [`knee_headroom`], rounded to the nearest request (rounded up, the half request of the
+/// headroom became a whole one, a standing queue one request longer than the headroom intends).
 pub fn confirmed_ceiling(k: f64, noise: f64, load: f64) -> u64 {
     let k = k.max(0.0);
     let c = (k + knee_headroom(k, noise, load)).round();

@@ -276,11 +276,17 @@ fn learns_capacity_and_base_latency_within_a_few_percent_at_full_load() {
     assert_eq!(run.learned.ceiling, Some(unconfirmed_ceiling(20)));
 }
 
+/// 20 workers × 50 ms (C = 400/s): 2 s at half C, then 3 s at `load` × C.
+fn flooded_after_a_calm_start(load: f64) -> Run {
+    let mut run = Run::new(20, ms(50));
+    run.run(200.0, 2.0);
+    run.run(load * 400.0, 3.0);
+    run
+}
+
 #[test]
 fn learns_capacity_and_base_latency_within_a_few_percent_at_twice_the_load_after_a_calm_start() {
-    let mut run = Run::new(20, ms(50));
-    run.run(200.0, 2.0); // calm
-    run.run(800.0, 3.0); // 2 × C
+    let run = flooded_after_a_calm_start(2.0);
     let trace = run.show(0.0);
     assert!(near(run.capacity(), 400.0, 0.03), "{trace}");
     assert!(near(run.base(), 0.050, 0.03), "{trace}");
@@ -301,9 +307,7 @@ fn learns_capacity_and_base_latency_within_a_few_percent_at_twice_the_load_after
 fn under_a_tenfold_flood_the_ceiling_keeps_about_one_request_above_the_knee() {
     // A freed worker is refilled at once when ten requests are offered for each one completed:
     // the queue for the gaps between arrivals shrinks from √20 ÷ 2 + ½ = 2.7 requests to 0.8.
-    let mut run = Run::new(20, ms(50));
-    run.run(200.0, 2.0); // calm
-    run.run(4000.0, 3.0); // 10 × C
+    let run = flooded_after_a_calm_start(10.0);
     let trace = run.show(0.0);
     let load = run.learned.offered_load;
     assert!(near(load, 10.0, 0.1), "offered load {load}: {trace}");
@@ -312,9 +316,7 @@ fn under_a_tenfold_flood_the_ceiling_keeps_about_one_request_above_the_knee() {
     assert_eq!(run.learned.ceiling, Some(ceiling), "{trace}");
     assert!((20..=21).contains(&ceiling), "{trace}");
     // At twice the capacity the gaps are longer and the square-root rule stands.
-    let mut run = Run::new(20, ms(50));
-    run.run(200.0, 2.0);
-    run.run(800.0, 3.0);
+    let run = flooded_after_a_calm_start(2.0);
     let trace = run.show(0.0);
     assert!(near(run.learned.offered_load, 2.0, 0.1), "{trace}");
     assert!(
