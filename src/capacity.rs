@@ -12,10 +12,12 @@
 //! The estimator keeps:
 //! * `capacity`: the highest smoothed completion rate seen over the last few seconds
 //!   ([`RATE_WINDOW`]);
-//! * `base_latency`: the median latency of the latest *clean* rounds (rounds of at least
+//! * `base_latency`: the mean latency of the latest *clean* rounds (rounds of at least
 //!   [`ROUND_SAMPLES`] latencies during which the ceiling refused nothing and the service was not
-//!   seen saturated). A median, not the minimum BBR uses: the minimum of noisy means is biased
-//!   low, and a knee set low wastes capacity.
+//!   seen saturated), the highest and lowest fifth of them left out ([`ROUND_TRIM`]). Not the
+//!   minimum BBR uses: the minimum of noisy means is biased low, and a knee set low wastes
+//!   capacity. Nor their median, which needs half as many rounds again for the same precision:
+//!   the knee's error is most of the queue the ceiling keeps (see [`KNEE_SIGMAS`]).
 //! * the knee `capacity × base_latency`, and the in-flight ceiling a little above it
 //!   ([`ceiling_headroom`]: half the square root of the knee, and half a request, rounded to the
 //!   nearest request: [`confirmed_ceiling`]), so that the service always has a short queue of
@@ -105,7 +107,7 @@
 //!   refuses, or while more requests are in flight than a confirmed knee, include the queue and are
 //!   not taken as base latency. When the base latency is older than [`BASE_WINDOW`] and the service
 //!   is still saturated, the ceiling is lowered below the knee ([`PROBE_DEPTH`]) until the queue
-//!   has drained and [`PROBE_ROUNDS`] rounds were measured (their median is the base it finds):
+//!   has drained and [`PROBE_ROUNDS`] rounds were measured (their trimmed mean is the base it finds):
 //!   BBR's "probe RTT". A probe that finds a clearly lower base is followed by a deeper one at once
 //!   ([`REPROBE`]); one that finds the same base pools its rounds with the older ones, so that the
 //!   base does not rest on a probe's handful. A slow service probes at most every
@@ -215,7 +217,8 @@ pub const PROBE_DEPTH: f64 = 0.9;
 pub const RATE_SAMPLES: f64 = 200.0;
 /// Latencies a latency is smoothed over (at least).
 pub const LATENCY_SAMPLES: f64 = 100.0;
-/// Latencies per round: the base latency is the median of round means, each over this many calls.
+/// Latencies per round: the base latency is the trimmed mean of round means, each over this many
+/// calls.
 pub const ROUND_SAMPLES: u64 = 50;
 /// Clean rounds needed before latency is compared with the base latency.
 pub const SETTLED_ROUNDS: usize = 5;
@@ -265,15 +268,24 @@ pub const CLIMB_TICKS: u32 = 2;
 /// request, a share of a knee learned from the light load's rate, for 3.5 s: 0.77 of the
 /// capacity through the overload that followed, against 0.94 for a static limit.)
 pub const CLIMB_LATENCIES: f64 = 10.0;
-/// Clean rounds a probe measures (at least) before it ends: the base it finds is their median,
+/// Clean rounds a probe measures (at least) before it ends: the base it finds is their mean,
 /// and a single round of a service whose times are widely spread (5 % of requests 20 times
 /// slower) is as likely as not to miss the mean by a fifth.
 pub const PROBE_ROUNDS: usize = 3;
 /// Clean rounds a probe measures after the saturated capacity decayed ([`DECAYED`]): the base it
 /// finds replaces the older rounds rather than joining them, so it rests on more of its own.
 pub const DECAYED_PROBE_ROUNDS: usize = 9;
-/// Rounds the median is taken over.
+/// Rounds the base latency is taken over.
 pub const ROUNDS: usize = 31;
+/// The share of the rounds left out at each end of their sorted list before their mean is the
+/// base latency: a round holding a burst or a few of a heavy tail's slow requests is left out as
+/// a median would leave it, and the rest are averaged. (The median's variance is π/2 times the
+/// mean's, this one's about 1.1 times: on the family of backends the knee, the queue over it and
+/// the runs held below a static limit all shrank; see the changelog.)
+pub const ROUND_TRIM: f64 = 0.2;
+/// The variance of the trimmed mean of [`ROUND_TRIM`] as a multiple of the plain mean's, for
+/// round means that spread normally.
+const TRIMMED_VARIANCE: f64 = 1.1;
 /// Latency at most `GROWTH_SIGNAL × base` while the ceiling refuses means the service has room.
 pub const GROWTH_SIGNAL: f64 = 1.1;
 /// Ticks in a row that must show room before the capacity estimate grows.
@@ -533,7 +545,7 @@ pub struct Learned {
     /// the seed's figures.
     pub settled: bool,
     /// The knee's relative standard error: of the base latency (the spread of the rounds behind
-    /// its median) and of the capacity (the Poisson noise of the completions behind it). The
+    /// it) and of the capacity (the Poisson noise of the completions behind it). The
     /// confirmed ceiling allows for it ([`knee_headroom`]).
     pub knee_noise: f64,
     /// Requests offered at the in-flight ceiling per request completed, over the last several
@@ -1004,9 +1016,9 @@ impl Estimator {
             }
         }
 
-        // Base latency: the median of the latest clean rounds (ticks where nothing queued because of
-        // us, or the drained part of a probe). A median, not a minimum: the minimum of noisy means is
-        // biased low, and a knee set low wastes capacity.
+        // Base latency: the trimmed mean of the latest clean rounds (ticks where nothing queued
+        // because of us, or the drained part of a probe). Not a minimum: the minimum of noisy means
+        // is biased low, and a knee set low wastes capacity.
         let probing_clean = self.probe.is_some_and(|p| s.now >= p.clean_from);
         // Above a confirmed knee the requests queue, whatever the latency says: a base measured
         // there would drift up with the queue, and the knee with it.
@@ -1061,8 +1073,8 @@ impl Estimator {
                     // from its first round would meet the rates of before (a slower service's
                     // base times a faster one's rate: a knee twice too high while it lasts).
                     if self.probe.is_none() {
-                        if let Some(median) = self.median_round() {
-                            self.base = Some((median, s.now));
+                        if let Some(base) = self.base_of_rounds() {
+                            self.base = Some((base, s.now));
                         }
                         self.rate_at_base = self.capacity();
                     }
@@ -1148,9 +1160,9 @@ impl Estimator {
                 self.steady_from = s
                     .now
                     .saturating_add((2.0 * self.latency.unwrap_or(0.0)) as Nanos);
-                // The base the probe found: the median of its rounds.
-                if let Some(median) = self.median_round() {
-                    self.base = Some((median, s.now));
+                // The base the probe found: the trimmed mean of its rounds.
+                if let Some(base) = self.base_of_rounds() {
+                    self.base = Some((base, s.now));
                 }
                 // A probe's ceiling is a share of a knee that may itself be too high (a service
                 // that got faster, a gate started into a flood): while each probe finds a clearly
@@ -1191,9 +1203,9 @@ impl Estimator {
                         push_round(&mut self.before_probe, r);
                     }
                     std::mem::swap(&mut self.clean, &mut self.before_probe);
-                    if let Some(median) = self.median_round() {
-                        self.base = Some((median, s.now));
-                        now_base = Some(median);
+                    if let Some(base) = self.base_of_rounds() {
+                        self.base = Some((base, s.now));
+                        now_base = Some(base);
                     }
                 }
                 self.before_probe.clear();
@@ -1377,8 +1389,8 @@ impl Estimator {
         }
     }
 
-    /// The median of the clean rounds.
-    fn median_round(&self) -> Option<f64> {
+    /// The mean of the clean rounds, the highest and lowest [`ROUND_TRIM`] of them left out.
+    fn base_of_rounds(&self) -> Option<f64> {
         // On the stack: the tick runs on a request's path, which allocates nothing.
         let mut sorted = [0.0f64; ROUNDS];
         let n = self.clean.len().min(ROUNDS);
@@ -1387,7 +1399,9 @@ impl Estimator {
         }
         let rounds = &mut sorted[..n];
         rounds.sort_unstable_by(f64::total_cmp);
-        rounds.get(n / 2).copied()
+        let cut = (n as f64 * ROUND_TRIM) as usize;
+        let kept = rounds.get(cut..n - cut).filter(|kept| !kept.is_empty())?;
+        Some(kept.iter().sum::<f64>() / kept.len() as f64)
     }
 
     fn note_rate(&mut self, rate: f64, now: Nanos) {
@@ -1479,8 +1493,7 @@ impl Estimator {
         let Some(variance) = sample_variance(rounds.iter().copied()) else {
             return 0.0;
         };
-        // A median's variance: π/2 times the mean's, for normal round means.
-        std::f64::consts::FRAC_PI_2 * variance / n / (b * b)
+        TRIMMED_VARIANCE * variance / n / (b * b)
     }
 
     /// Whether the latency of the last several ticks stands above the base by more than

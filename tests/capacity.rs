@@ -771,11 +771,15 @@ fn a_latency_above_the_base_with_the_requests_in_flight_steady_is_not_taken_as_s
         i += 1;
         assert!(!e.learned().confirmed, "confirmed at tick {i}");
     }
-    // The same queue signal with a backlog growing by 10 requests a tick is saturation.
+    // Three seconds of it are a slower service, and the base follows it (the rounds are clean).
+    let base = e.learned().base_latency.unwrap_or_default();
+    assert!(base > ms(55) && base < ms(65), "{:?}", e.learned());
+    // A backlog growing by 10 requests a tick at the same completions (400 a second; latency
+    // growing with it, by Little's law) is saturation.
     let mut in_flight = 26;
     for _ in 0..10 {
         in_flight += 10;
-        e.observe(&tick_at(i, 65, in_flight));
+        e.observe(&tick_at(i, in_flight * 5 / 2, in_flight));
         i += 1;
     }
     assert!(e.learned().confirmed, "{:?}", e.learned());
@@ -813,10 +817,11 @@ fn round_of(i: u64, latency_ms: u64) -> TickSample {
 }
 
 /// The base latency after rounds of `spread` ms by turn, then three rounds at 79 ms; asserts
-/// the base was 100 ms before them.
+/// the base was within 2 % of 100 ms before them (the rounds kept are not in equal numbers).
 fn base_after_three_quick_rounds(spread: [u64; 3]) -> Learned {
     let (mut e, mut i) = fed(60, |i| round_of(i, spread[(i % 3) as usize]));
-    assert_eq!(e.learned().base_latency, Some(ms(100)), "{:?}", e.learned());
+    let base = e.learned().base_latency.unwrap_or_default().as_secs_f64();
+    assert!(near(base, 0.100, 0.02), "{:?}", e.learned());
     for _ in 0..3 {
         e.observe(&round_of(i, 79));
         i += 1;
@@ -831,7 +836,10 @@ fn three_quick_rounds_within_the_noise_of_a_spread_out_service_do_not_replace_it
     // round behind them was dropped and the base rested on the three quickest: on 1,000 rps at
     // 100 ms a base of 81 ms, a knee of 83 for 100 workers, and 0.84 of the capacity at 2x.)
     let learned = base_after_three_quick_rounds([70, 100, 130]);
-    assert_eq!(learned.base_latency, Some(ms(100)), "{learned:?}");
+    // They count as three rounds of the 31 the base is taken over (it moves by 5 %), not as the
+    // whole of it.
+    let base = learned.base_latency.unwrap_or_default().as_secs_f64();
+    assert!(base > 0.090, "{learned:?}");
     // The same three rounds after rounds that hardly spread (98, 100 and 102 ms): a faster
     // service, followed at once.
     let learned = base_after_three_quick_rounds([98, 100, 102]);
@@ -1114,7 +1122,8 @@ fn a_latency_above_the_base_by_less_than_its_noise_does_not_lower_the_capacity()
     let (mut e, mut i) = fed(90, |i| spread_tick(i, 200, 100, false));
     let settled = e.learned();
     assert!(settled.settled && !settled.confirmed, "{settled:?}");
-    assert_eq!(settled.base_latency, Some(ms(50)), "{settled:?}");
+    let base = settled.base_latency.unwrap_or_default().as_secs_f64();
+    assert!(near(base, 0.050, 0.02), "{settled:?}");
     for _ in 0..30 {
         e.observe(&tick_of(i, 200, 80, 160, true));
         i += 1;

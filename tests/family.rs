@@ -717,7 +717,10 @@ fn sluicegate_auto_meets_the_bars_on_the_backend_family() {
 /// of C at 2x): its p99 misses at 2x, 5x and 10x, its convergence at 5x and a flip pair at 0.9x.
 /// Session 11 (216 met) keeps only the queue a dense overload needs to refill a freed worker
 /// (`capacity::refill_headroom`) and allows two standard errors of the knee, not 1.5: it met the
-/// convergence and the goodput against a static limit of 50,000 rps at 1 ms, 5x.
+/// convergence and the goodput against a static limit of 50,000 rps at 1 ms, 5x. The same
+/// session's trimmed mean of the rounds for the base (215 met) misses that goodput again, by
+/// 0.00014 (0.99341 against 0.99356), and meets more bars on other seeds (see
+/// [`BARS_MET_ON_OTHER_SEEDS`]).
 const KNOWN_MISSES: &[(&str, &str)] = &[
     ("goodput at 2x >= 0.95", "200rps-50ms step 2x"),
     ("p99 ms <= SLO", "200rps-50ms step 0.5x"),
@@ -747,6 +750,7 @@ const KNOWN_MISSES: &[(&str, &str)] = &[
     ("convergence ms <= 300", "10000rps-5ms step 5x"),
     ("goodput >= every peer's", "10000rps-5ms step 5x"),
     ("goodput >= every peer's", "10000rps-5ms step 10x"),
+    ("goodput >= every peer's", "50000rps-1ms step 5x"),
     ("goodput >= every peer's", "50000rps-1ms step 10x"),
     ("goodput >= every peer's", "50000rps-20ms step 2x"),
     ("goodput >= every peer's", "50000rps-20ms step 5x"),
@@ -945,8 +949,9 @@ fn in_overload_the_auto_gate_keeps_the_capacity_of_a_slow_spread_out_backend_on_
 /// (seeds 1 to 8: 1,749 against 1,731; it missed four bars it had met, all on the 10-worker
 /// backends and by a hair: the p99 of 200 rps at 50 ms, 1.5x and 10x, on seed 7, 251 and 250.7 ms;
 /// on seed 8 the urgent success of the 10,000 rps, 1 ms priority flood, 0.99897, and of 200 rps at
-/// 50 ms, 0.9x, against `bbr`, 0.998).
-const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 220), (3, 218), (4, 216)];
+/// 50 ms, 0.9x, against `bbr`, 0.998). Its trimmed mean of the rounds for the base raised seed 4
+/// to 217 and seeds 5 to 8 to 886 (seeds 1 to 8: 1,756).
+const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 220), (3, 218), (4, 217)];
 
 /// How far below its target a goodput bar may be missed on any seed. A count of bars hides a
 /// bar missed by a wide margin: session 6 found seeds 2 and 4 with 0.31 to 0.45 less goodput
