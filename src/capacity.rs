@@ -107,10 +107,10 @@
 //!   refuses, or while more requests are in flight than a confirmed knee, include the queue and are
 //!   not taken as base latency. When the base latency is older than [`BASE_WINDOW`] and the service
 //!   is still saturated, the ceiling is lowered below the knee ([`PROBE_DEPTH`]) until the queue
-//!   has drained and [`PROBE_ROUNDS`] rounds were measured (their trimmed mean is the base it finds):
-//!   BBR's "probe RTT". A probe that finds a clearly lower base is followed by a deeper one at once
-//!   ([`REPROBE`]); one that finds the same base pools its rounds with the older ones, so that the
-//!   base does not rest on a probe's handful. A slow service probes at most every
+//!   has drained and [`PROBE_ROUNDS`] rounds were measured (their trimmed mean is the base it
+//!   finds): BBR's "probe RTT". A probe that finds a clearly lower base is followed by a deeper
+//!   one at once ([`REPROBE`]); one that finds the same base pools its rounds with the older ones,
+//!   so that the base does not rest on a probe's handful. A slow service probes at most every
 //!   [`BASE_WINDOW_LATENCIES`] base latencies.
 //! * **A service that changes speed.** When it slows down while saturated (latency up and the
 //!   ceiling refusing, completions below [`SLOWED`] of the saturated mean, or of the best before
@@ -409,6 +409,14 @@ fn folded_noise(before: Option<f64>, weight: f64, completed: u64) -> f64 {
         Some(v) => (1.0 - weight).powi(2) * v + weight * weight * noise,
         None => noise,
     }
+}
+
+/// Whether the requests in flight grew from `before` to `now` by more than [`BACKLOG_SIGMAS`]
+/// standard deviations of a Poisson count of `before` (at least one request each): a backlog, or a
+/// climb that keeps growing, rather than the noise of a count.
+fn grew_out_of_noise(before: u64, now: u64) -> bool {
+    let before = before as f64;
+    now as f64 - before >= BACKLOG_SIGMAS * before.sqrt().max(1.0)
 }
 
 /// The sample variance of `values`, in one pass (Welford); `None` below two values.
@@ -841,8 +849,9 @@ impl Estimator {
             });
         }
         self.expire_rate(s.now);
-        // Only where the ceiling counted its refusals, and not under a probe, whose ceiling is
-        // below the knee on purpose.
+        // Whether the ceiling counted its refusals (if not, `ceiling_refused` stands for them in
+        // full). The load offered at the ceiling is measured only where it did, and not under a
+        // probe, whose ceiling is below the knee on purpose.
         let refusals_counted = s.ceiling_refusals > 0 || !s.ceiling_refused;
         if refusals_counted && s.completed > 0 && self.probe.is_none() {
             let offered = 1.0 + s.ceiling_refusals as f64 / s.completed as f64;
@@ -907,8 +916,7 @@ impl Estimator {
             let long = self
                 .latency
                 .is_some_and(|l| s.now.saturating_sub(from.at) as f64 >= 2.0 * l);
-            let before = from.in_flight as f64;
-            long && s.in_flight as f64 - before >= BACKLOG_SIGMAS * before.sqrt().max(1.0)
+            long && grew_out_of_noise(from.in_flight, s.in_flight)
         };
         let lasting = self.queued_ticks >= QUEUED_TICKS && (backlog || s.turned_away);
         // Before saturation is confirmed, a tick on which the ceiling turned away only a sliver of
@@ -920,9 +928,8 @@ impl Estimator {
         // tick after tick.
         self.refused_queue_ticks = streak(self.refused_queue_ticks, queued && held);
         // Refusals not counted by the ceiling count in full.
-        let counted = s.ceiling_refusals > 0 || !s.ceiling_refused;
         let refusals = s.ceiling_refusals.saturating_add(s.memory_refusals);
-        let sliver = counted
+        let sliver = refusals_counted
             && refusals > 0
             && (refusals as f64) < REFUSED_SHARE * s.completed.saturating_add(refusals) as f64;
         let refusals_tell = !sliver || self.refused_queue_ticks >= REFUSED_TICKS;
@@ -1567,12 +1574,10 @@ impl Estimator {
     /// within a few latencies.
     fn climb_lasts(&self, s: &TickSample) -> bool {
         let (from, since) = self.climb_from;
-        let before = from as f64;
-        let grew = s.in_flight as f64 - before >= BACKLOG_SIGMAS * before.sqrt().max(1.0);
         let lasted = self
             .first_round_latency
             .is_some_and(|first| s.now.saturating_sub(since) as f64 >= CLIMB_LATENCIES * first);
-        grew || lasted
+        grew_out_of_noise(from, s.in_flight) || lasted
     }
 
     /// Whether the base latency rests on enough clean rounds (or a probe) to compare latencies
