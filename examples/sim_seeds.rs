@@ -109,16 +109,11 @@ fn main() -> ExitCode {
                     &mut |_| {},
                 ) {
                     Ok(report) => {
-                        // The limit `sim::run` gives the reference: the scenario's, else W.
-                        let limit = scenario
-                            .baselines
-                            .concurrency_limit
-                            .unwrap_or(u64::from(scenario.backend.workers));
                         let reference = run_strategy(
                             &scenario,
                             seed,
                             REFERENCE,
-                            &mut ConcurrencyLimit::new(limit),
+                            &mut ConcurrencyLimit::new(scenario.concurrency_limit()),
                             &mut |_| {},
                         );
                         let run = Run {

@@ -847,6 +847,8 @@ fn the_baselines_can_be_set_in_the_scenario() {
         token_bucket_burst = "100ms"
         "#,
     );
+    assert_eq!(s.concurrency_limit(), 2);
+    assert_eq!(Scenario::default().concurrency_limit(), 64); // W of flash-crowd
     let report = run_all(&s);
     // Two in flight: the first two arrivals of every 10 ms, one urgent and one not.
     let c = by_name(&report, "concurrency-limit");

@@ -173,11 +173,7 @@ pub fn run_with_seed(
                 run_strategy(scenario, seed, name, &mut s, &mut part)
             }
             "concurrency-limit" => {
-                let limit = scenario
-                    .baselines
-                    .concurrency_limit
-                    .unwrap_or(u64::from(scenario.backend.workers));
-                let mut s = ConcurrencyLimit::new(limit);
+                let mut s = ConcurrencyLimit::new(scenario.concurrency_limit());
                 run_strategy(scenario, seed, name, &mut s, &mut part)
             }
             "gradient2" => run_strategy(scenario, seed, name, &mut Gradient2::new(), &mut part),

@@ -395,6 +395,14 @@ impl Scenario {
         self.backend.capacity()
     }
 
+    /// The in-flight cap the `concurrency-limit` strategy runs with: `[baselines]
+    /// concurrency_limit`, else W.
+    pub fn concurrency_limit(&self) -> u64 {
+        self.baselines
+            .concurrency_limit
+            .unwrap_or(u64::from(self.backend.workers))
+    }
+
     /// Total length of the phases.
     pub fn duration(&self) -> Duration {
         self.phases.iter().map(|p| p.duration).sum()
