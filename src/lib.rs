@@ -75,8 +75,8 @@
 //! *knee*). Then:
 //! * **The in-flight ceiling sits just above the knee** (half its square root, or less when a
 //!   dense overload refills a freed worker at once, and the knee's own measurement error, once a
-//!   flood has shown the service saturated; twice the knee while the
-//!   capacity is only a lower bound), so a flood is stopped on the request that crosses it (no
+//!   flood has shown the service saturated; twice the knee while the capacity is only a lower
+//!   bound), so a flood is stopped on the request that crosses it (no
 //!   waiting for a latency signal) while the service keeps a short queue and never idles. Until
 //!   the figures are settled (a few latencies after start, and steady rounds or a probe) the
 //!   configured or the seed's numbers stand. Held there, latency stays below the switch's

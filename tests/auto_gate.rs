@@ -192,8 +192,8 @@ fn show(s: &Snapshot) -> String {
     let (l, m) = (&s.learned, &s.limits);
     format!(
         "{:5.1}s in flight {:>3} switch {:>5} trimmed mean {:?} | capacity {:.1?} base {:?} knee {:?} \
-         (noise {:.3}, offered {:.2}) ceiling {:?} probing {} | limits: max_running {} max_avg_latency {:?} max_qps {:.1} \
-         max_in_flight {} shared {} max_wait {:?}",
+         (noise {:.3}, offered {:.2}) ceiling {:?} probing {} | limits: max_running {} \
+         max_avg_latency {:?} max_qps {:.1} max_in_flight {} shared {} max_wait {:?}",
         s.at.as_secs_f64(),
         s.in_flight,
         s.switch.on,

@@ -386,9 +386,10 @@ fn a_gate_started_into_a_flood_its_ceiling_turns_away_probes_within_a_few_ticks(
 #[test]
 fn a_probe_begun_in_a_cold_flood_measures_only_once_the_requests_then_in_flight_completed() {
     // 64 workers at 20 ms (3,200 a second), started into a flood the unlearned ceiling holds at
-    // 1,000 in flight: the first tick's latency already holds some queue, the second more, and the
-    // requests in flight when the probe begins (1,000, about 0.31 s of work) complete with a queue's
-    // latency for 0.6 s more. The latency of now (150 ms) lags that queue; Little's law does not.
+    // 1,000 in flight: the first tick's latency already holds some queue, the second more, and
+    // the requests in flight when the probe begins (1,000, about 0.31 s of work) complete with a
+    // queue's latency for 0.6 s more. The latency of now (150 ms) lags that queue; Little's law
+    // does not.
     let tick =
         |i: u64, latency_ms: u64, in_flight: u64| tick_of(i, 320, latency_ms, in_flight, true);
     let mut e = Estimator::new();
@@ -1263,11 +1264,12 @@ fn a_dense_overload_keeps_only_the_queue_that_refills_a_freed_worker() {
         "{}",
         refill_headroom(10.0)
     );
-    assert_eq!(confirmed_ceiling(100.0, 0.0, 10.0), 101); // 100.8, not 105.5
-    assert_eq!(confirmed_ceiling(1000.0, 0.0, 10.0), 1001); // not 1016.3
-    assert_eq!(confirmed_ceiling(10.0, 0.0, 10.0), 11); // not 12.08
-                                                        // At twice the capacity arrivals leave gaps: 3.8 requests, still fewer than 5.5 on a hundred
-                                                        // workers; on ten the square-root rule's 2.08 is the smaller.
+    // 100.8, not 105.5; 1,000.8, not 1,016.3; 10.8, not 12.08.
+    assert_eq!(confirmed_ceiling(100.0, 0.0, 10.0), 101);
+    assert_eq!(confirmed_ceiling(1000.0, 0.0, 10.0), 1001);
+    assert_eq!(confirmed_ceiling(10.0, 0.0, 10.0), 11);
+    // At twice the capacity arrivals leave gaps: 3.8 requests, still fewer than 5.5 on a hundred
+    // workers; on ten the square-root rule's 2.08 is the smaller.
     assert_eq!(confirmed_ceiling(100.0, 0.0, 2.0), 104);
     assert_eq!(confirmed_ceiling(10.0, 0.0, 2.0), 12);
     // The knee's error stays whatever the load: 100 known to 4 %, √(8² + 0.8²) = 8.04.
