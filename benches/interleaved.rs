@@ -9,7 +9,8 @@
 //! with its quartiles to show the spread.
 //!
 //! Run with `scripts/bench` (after the criterion groups) or `cargo bench --features quanta --bench
-//! interleaved`. One thread. Every call is what the criterion bench of the same name calls: a
+//! interleaved`; words after `--` keep only the ratios whose label contains one of them (`-- quanta`,
+//! `-- switch_on_token_quanta`), to measure or profile one path alone. One thread. Every call is what the criterion bench of the same name calls: a
 //! `try_acquire` and the drop of its result, or governor's `check()`.
 
 use std::hint::black_box;
@@ -46,7 +47,10 @@ fn quartiles(values: &mut [f64]) -> [f64; 3] {
 }
 
 /// Measures `num / den` in alternating rounds and prints the line; returns the median ratio.
-fn ratio<N: Fn(), D: Fn()>(label: &str, num: N, den: D, target: Option<f64>) -> f64 {
+fn ratio<N: Fn(), D: Fn()>(label: &str, num: N, den: D, target: Option<f64>) -> Option<f64> {
+    if !selected(label) {
+        return None;
+    }
     let mut ratios = Vec::with_capacity(ROUNDS);
     let mut peer = Vec::with_capacity(ROUNDS);
     for round in 0..WARM_UP + ROUNDS {
@@ -72,7 +76,18 @@ fn ratio<N: Fn(), D: Fn()>(label: &str, num: N, den: D, target: Option<f64>) -> 
     println!(
         "  {label:<52} {median:>5.2}x  (quartiles {q1:.2}-{q3:.2}; peer {peer_median:.1} ns) {verdict}"
     );
-    median
+    Some(median)
+}
+
+/// Whether the ratio labelled `label` is to be measured: every one, or those whose label contains
+/// one of the words given after `--` (`cargo bench --bench interleaved -- switch_on_token_quanta`),
+/// to measure or profile one path alone.
+fn selected(label: &str) -> bool {
+    let words: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    words.is_empty() || words.iter().any(|w| label.contains(w.as_str()))
 }
 
 fn main() {

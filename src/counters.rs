@@ -109,14 +109,30 @@ impl Stripes {
     /// This thread's slot. The first call on a thread allocates it, once per thread and gate.
     #[inline]
     fn mine(&self) -> &Stripe {
+        match self.stripes.get() {
+            Some(stripe) => stripe,
+            None => self.first_on_this_thread(),
+        }
+    }
+
+    /// Allocates this thread's slot. Out of line: the slot is built on the stack, aligned to a
+    /// cache line, and inlined that frame would be set up on every call of every caller.
+    #[cold]
+    #[inline(never)]
+    fn first_on_this_thread(&self) -> &Stripe {
         self.stripes.get_or_default()
     }
 
-    /// Counts an admission and returns this thread's admission count before it, which the gate uses
-    /// to decide deterministically which calls to time.
+    /// Counts an admission, and `event` with it if given (the request's class, on the same lookup
+    /// of this thread's slot); returns this thread's admission count before it, which the gate
+    /// uses to decide deterministically which calls to time.
     #[inline]
-    pub(crate) fn admit(&self) -> u64 {
-        add(&self.mine().admitted, 1)
+    pub(crate) fn admit(&self, event: Option<Event>) -> u64 {
+        let s = self.mine();
+        if let Some(event) = event {
+            add(&s.events[event as usize], 1);
+        }
+        add(&s.admitted, 1)
     }
 
     #[inline]

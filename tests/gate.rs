@@ -457,6 +457,71 @@ fn after_the_split_urgent_requests_keep_their_rate_and_non_urgent_trickle() {
     assert!((100..=103).contains(&other), "non-urgent admitted {other}");
 }
 
+/// (urgent, non-urgent) classified so far.
+fn classified(gate: &Gate<ManualClock>) -> (u64, u64) {
+    let c = gate.snapshot().counters;
+    (c.classified_urgent, c.classified_non_urgent)
+}
+
+#[test]
+fn with_the_switch_on_each_request_drawn_is_counted_once_in_its_class_whatever_its_fate() {
+    let mut config = small_config();
+    config.routes.urgent = vec!["/pay*".into()];
+    config.routes.default_urgency = Urgency::NonUrgent;
+    let (gate, clock, _) = gate_with(config);
+    gate.set_switch(SwitchMode::ForceOn);
+    let pay = Request::url("/pay/submit");
+    let search = Request::url("/search");
+    // Admitted with a token free at once (counted with the admission).
+    let first = gate.try_acquire(&pay).unwrap();
+    assert_eq!(classified(&gate), (1, 0));
+    // Made to wait for its token, then admitted: counted when drawn, not again when admitted.
+    let mut waiting = task::spawn(gate.acquire(&search));
+    assert_pending!(waiting.poll());
+    assert_eq!(classified(&gate), (1, 1));
+    clock.advance(ms(10));
+    let second = assert_ready!(waiting.poll()).unwrap();
+    assert_eq!(classified(&gate), (1, 1));
+    // Refused by the bucket (the next token is past the timeout): counted once.
+    let mut config = small_config();
+    config.gate.request_timeout = Duration::ZERO;
+    config.routes.urgent = vec!["/pay*".into()];
+    config.routes.default_urgency = Urgency::NonUrgent;
+    gate.reload(config).unwrap();
+    let refused = gate.try_acquire(&pay).unwrap_err();
+    assert_eq!(refused.reason, RejectReason::RateLimited);
+    assert_eq!(classified(&gate), (2, 1));
+    drop((first, second));
+}
+
+#[test]
+fn a_request_refused_for_its_declared_cost_after_drawing_a_token_is_counted_once() {
+    let mut config = small_config();
+    config.gate.max_qps = (1e6).into();
+    config.gate.burst = Duration::from_secs(1);
+    config.routes.default_urgency = Urgency::NonUrgent;
+    let (gate, clock, memory) = gate_with(config);
+    memory.set_used(500); // of 1000: room for 450 declared bytes below the ceiling (0.95)
+    gate.refresh_memory();
+    gate.set_switch(SwitchMode::ForceOn);
+    let upload = Request::url("/upload").with_cost(100);
+    let mut held = Vec::new();
+    let refusal = loop {
+        clock.advance(ms(1)); // a thousand tokens: the bucket never binds
+        match gate.try_acquire(&upload) {
+            Ok(p) => held.push(p),
+            Err(r) => break r,
+        }
+        assert!(held.len() <= 10, "the declared room must bind");
+    };
+    // Refused after its token was drawn, by the room left for declared costs.
+    assert_eq!(refusal.reason, RejectReason::MemoryCeiling);
+    assert_eq!(held.len(), 5);
+    assert_eq!(classified(&gate), (0, 6));
+    let c = gate.snapshot().counters;
+    assert_eq!((c.admitted, c.refused_memory), (5, 1));
+}
+
 #[test]
 fn a_request_that_can_be_served_within_the_timeout_waits_exactly_until_its_token() {
     let (gate, clock, _) = gate_with(small_config()); // 100/s: one token each 10 ms
