@@ -76,7 +76,7 @@ use crate::request::{Request, Urgency};
 use crate::routes::RouteTable;
 use crate::sampler::{trimmed_mean, LatencyRing, Percentiles};
 use crate::snapshot::{Limits, Snapshot};
-use crate::switch::{SwitchCell, SwitchMode, SwitchStatus};
+use crate::switch::{SwitchBits, SwitchCell, SwitchMode};
 
 /// Marks a permit whose call is not timed.
 const UNTIMED: Nanos = u64::MAX;
@@ -708,7 +708,7 @@ impl<C: Clock> Gate<C> {
     pub async fn acquire(&self, request: &Request<'_>) -> Result<Permit<'_, C>, Rejection> {
         let inner = &*self.inner;
         let status = inner.check_ceilings()?;
-        if !status.on {
+        if !status.on() {
             return inner.enter_unpaced(request);
         }
         let now = inner.clock.now();
@@ -763,7 +763,7 @@ impl<C: Clock> Gate<C> {
     fn decide<'g, D: Decided<'g, C>>(&'g self, request: &Request<'_>) -> Result<D, Rejection> {
         let inner = &*self.inner;
         let status = inner.check_ceilings()?;
-        if !status.on {
+        if !status.on() {
             return inner.enter_unpaced(request).map(D::admitted);
         }
         let now = inner.clock.now();
@@ -1228,17 +1228,18 @@ impl<C: Clock> Inner<C> {
     /// The hard ceilings, checked before anything else. With the switch off the in-flight ceiling is
     /// left to [`InFlight::try_enter`], which enforces it anyway, so the common path reads the shared
     /// counter once; with the switch on it is checked here too, so that a request refused at the
-    /// ceiling does not take a token first.
-    #[inline]
-    fn check_ceilings(&self) -> Result<SwitchStatus, Rejection> {
-        if let Some(ratio) = self.memory.ratio() {
-            let max = f64::from_bits(self.hot.max_memory_ratio.load(Ordering::Relaxed));
-            if ratio >= max {
-                return Err(self.refuse(RejectReason::MemoryCeiling, None));
-            }
+    /// ceiling does not take a token first. Always inlined, for the reason given at
+    /// [`Inner::enter`].
+    #[inline(always)]
+    fn check_ceilings(&self) -> Result<SwitchBits, Rejection> {
+        if self
+            .memory
+            .reached(self.hot.max_memory_ratio.load(Ordering::Relaxed))
+        {
+            return Err(self.refuse(RejectReason::MemoryCeiling, None));
         }
-        let status = self.switch.load();
-        if status.on {
+        let status = self.switch.load_bits();
+        if status.on() {
             // The non-urgent floor may go a little above the ceiling (see `floor_slots`).
             if self.in_flight.current() >= self.hot.floor_ceiling() {
                 return Err(self.refuse(RejectReason::InFlightCeiling, None));
@@ -1545,12 +1546,12 @@ impl<C: Clock> Inner<C> {
     #[inline(always)]
     fn draw<'g, D: Decided<'g, C>>(
         &'g self,
-        status: SwitchStatus,
+        status: SwitchBits,
         urgency: Urgency,
         cost: u64,
         now: Nanos,
     ) -> Result<D, Rejection> {
-        let use_urgent = urgency == Urgency::Urgent || !status.split;
+        let use_urgent = urgency == Urgency::Urgent || !status.split();
         let max_wait = self.hot.max_wait.load(Ordering::Relaxed);
         let bucket = self.bucket_cell(use_urgent);
         let first = bucket.reserve(now, max_wait, &self.hot.bucket(use_urgent));
@@ -1604,14 +1605,14 @@ impl<C: Clock> Inner<C> {
     #[cold]
     fn draw_rest(
         &self,
-        status: SwitchStatus,
+        status: SwitchBits,
         urgency: Urgency,
         cost: u64,
         now: Nanos,
         mut use_urgent: bool,
         first: Result<Reservation, Nanos>,
     ) -> Result<Admission<'_, C>, Rejection> {
-        let split = status.split;
+        let split = status.split();
         let max_wait = self.hot.max_wait.load(Ordering::Relaxed);
         let mut answer = Some(first);
         loop {
@@ -2126,5 +2127,7 @@ mod layout_tests {
         assert_eq!(offset_of!(Rejection, reason), 0);
         assert_eq!(offset_of!(Rejection, retry_after), 8);
         assert_eq!(offset_of!(P, waited), 8 + 16);
+        // What the ceilings' check hands on is a whole word (see `SwitchBits`).
+        assert_eq!(size_of::<SwitchBits>(), 8);
     }
 }

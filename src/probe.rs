@@ -580,6 +580,14 @@ impl MemoryGauge {
         decode(self.bits.load(Ordering::Relaxed))
     }
 
+    /// Whether the latest ratio is known and at least the ratio whose `f64` bits are `max_bits`
+    /// (positive). For the request path: one integer comparison. Non-negative doubles order as
+    /// their bits do, and "unknown" ([`u64::MAX`]) reads as a negative integer, below any limit.
+    #[inline]
+    pub(crate) fn reached(&self, max_bits: u64) -> bool {
+        (self.bits.load(Ordering::Relaxed) as i64) >= (max_bits as i64)
+    }
+
     /// The memory limit of the latest reading from a probe, in bytes; `None` when the ratio is
     /// unknown or was [`set`](Self::set) without one.
     pub fn limit_bytes(&self) -> Option<u64> {
@@ -735,4 +743,40 @@ fn run(
         }
     }
     tracing::debug!("memory probe thread stopped");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The request path's integer comparison says what the float comparison says.
+        #[test]
+        fn reached_is_the_ratio_known_and_at_least_the_limit(
+            ratio in prop_oneof![
+                Just(None),
+                Just(Some(f64::NAN)),
+                Just(Some(-0.0)),
+                Just(Some(f64::INFINITY)),
+                (-2.0f64..3.0).prop_map(Some),
+            ],
+            max in prop_oneof![Just(f64::MIN_POSITIVE), Just(1.0), 1e-9f64..=2.0],
+        ) {
+            let gauge = MemoryGauge::new();
+            gauge.set(ratio);
+            let expected = gauge.ratio().is_some_and(|r| r >= max);
+            prop_assert_eq!(gauge.reached(max.to_bits()), expected);
+        }
+    }
+
+    #[test]
+    fn reached_at_exactly_the_limit_and_not_below_it() {
+        let gauge = MemoryGauge::new();
+        assert!(!gauge.reached(0.95f64.to_bits()), "unknown never reaches");
+        gauge.set(Some(0.95));
+        assert!(gauge.reached(0.95f64.to_bits()));
+        gauge.set(Some(0.949_999_999));
+        assert!(!gauge.reached(0.95f64.to_bits()));
+    }
 }

@@ -34,6 +34,9 @@ pub struct SwitchStatus {
 const AUTO_ON: u8 = 1;
 const SPLIT: u8 = 2;
 const MODE_SHIFT: u8 = 2;
+/// Whether the switch is on: the mode applied to [`AUTO_ON`], kept in its own bit by every update
+/// so that the request path tests one bit instead of decoding the mode.
+const ON: u8 = 1 << 4;
 
 /// The switch in one byte, so the request path learns everything with one atomic load; beside it,
 /// the number of times it has flipped (on to off or off to on).
@@ -51,9 +54,30 @@ fn mode_bits(mode: SwitchMode) -> u8 {
     }) << MODE_SHIFT
 }
 
+/// What the request path reads of the switch: its byte, tested bit by bit (see [`ON`]). Held in a
+/// whole word: as a byte, the results that carry it were moved in pieces of mixed widths, and
+/// the permit later built in the same stack slot was copied that way too, stalling its release on
+/// store forwarding (measured: switch off 0.89x governor's `check()` became 1.28x).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SwitchBits(u64);
+
+impl SwitchBits {
+    /// Whether requests draw tokens now.
+    #[inline]
+    pub(crate) fn on(self) -> bool {
+        self.0 & u64::from(ON) != 0
+    }
+
+    /// Whether non-urgent requests have moved to their own bucket.
+    #[inline]
+    pub(crate) fn split(self) -> bool {
+        self.0 & u64::from(SPLIT) != 0
+    }
+}
+
 /// Decodes a byte of [`SwitchCell`].
 pub(crate) fn decode(bits: u8) -> SwitchStatus {
-    let mode = match bits >> MODE_SHIFT {
+    let mode = match (bits >> MODE_SHIFT) & 3 {
         1 => SwitchMode::ForceOn,
         2 => SwitchMode::ForceOff,
         _ => SwitchMode::Auto,
@@ -73,8 +97,10 @@ pub(crate) fn decode(bits: u8) -> SwitchStatus {
 
 impl SwitchCell {
     pub(crate) fn new(mode: SwitchMode) -> Self {
+        let bits = mode_bits(mode);
+        let bits = if decode(bits).on { bits | ON } else { bits };
         SwitchCell {
-            bits: AtomicU8::new(mode_bits(mode)),
+            bits: AtomicU8::new(bits),
             flips: AtomicU64::new(0),
         }
     }
@@ -84,14 +110,22 @@ impl SwitchCell {
         decode(self.bits.load(Ordering::Acquire))
     }
 
+    /// [`SwitchCell::load`] for the request path, without decoding the mode.
+    #[inline]
+    pub(crate) fn load_bits(&self) -> SwitchBits {
+        SwitchBits(u64::from(self.bits.load(Ordering::Acquire)))
+    }
+
     /// Applies `f` atomically; returns the status before and after.
     fn update(&self, f: impl Fn(u8) -> u8) -> (SwitchStatus, SwitchStatus) {
         let mut cur = self.bits.load(Ordering::Acquire);
         loop {
             let mut next = f(cur);
             // Leaving the "on" state ends the split: the next overload starts with one bucket again.
-            if !decode(next).on {
-                next &= !SPLIT;
+            if decode(next).on {
+                next |= ON;
+            } else {
+                next &= !(SPLIT | ON);
             }
             match self
                 .bits
@@ -126,5 +160,58 @@ impl SwitchCell {
     pub(crate) fn split(&self) -> bool {
         let (before, after) = self.update(|b| b | SPLIT);
         !before.split && after.split
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone, Copy)]
+    enum Step {
+        Mode(SwitchMode),
+        Auto(bool),
+        Split,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            prop_oneof![
+                Just(SwitchMode::Auto),
+                Just(SwitchMode::ForceOn),
+                Just(SwitchMode::ForceOff)
+            ]
+            .prop_map(Step::Mode),
+            any::<bool>().prop_map(Step::Auto),
+            Just(Step::Split),
+        ]
+    }
+
+    proptest! {
+        /// The request path's bits say what the decoded status says, after any history.
+        #[test]
+        fn the_request_paths_bits_agree_with_the_decoded_status(
+            start in prop_oneof![
+                Just(SwitchMode::Auto),
+                Just(SwitchMode::ForceOn),
+                Just(SwitchMode::ForceOff)
+            ],
+            steps in proptest::collection::vec(step(), 0..20),
+        ) {
+            let cell = SwitchCell::new(start);
+            for s in std::iter::once(None).chain(steps.into_iter().map(Some)) {
+                match s {
+                    Some(Step::Mode(m)) => drop(cell.set_mode(m)),
+                    Some(Step::Auto(on)) => drop(cell.set_auto(on)),
+                    Some(Step::Split) => drop(cell.split()),
+                    None => {}
+                }
+                let (status, bits) = (cell.load(), cell.load_bits());
+                prop_assert_eq!(bits.on(), status.on);
+                prop_assert_eq!(bits.split(), status.split);
+                prop_assert!(!status.split || status.on, "split only while on");
+            }
+        }
     }
 }
