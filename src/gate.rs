@@ -1974,18 +1974,21 @@ impl<C: Clock> Inner<C> {
         // A learned ceiling that fell below the requests in flight (the capacity was confirmed, a
         // probe began) leaves an excess of earlier admissions to drain. Refusing urgent requests
         // meanwhile would put them behind non-urgent work already admitted: they may take the
-        // slots the excess frees, at a level that halves towards the ceiling each tick. None is
-        // kept once urgent demand alone fills the working level: urgent requests are then an
-        // overload of their own, limited at the ceiling anyway, and an excess kept for them is a
-        // queue every request waits in. (Halving it tick by tick, an urgent flood of 1.5 times
-        // the capacity held 40 % more requests in flight than workers for four ticks.)
+        // slots the excess frees, at a level that follows it down tick by tick and never rises
+        // again. Non-urgent requests stay at the working level, so the excess drains as fast as
+        // the service completes more than urgent demand and the non-urgent floor bring. (Halved
+        // towards the ceiling each tick instead, the level fell faster than a slow service
+        // drained: 100 workers at 500 ms, 1.5 times their capacity, refused urgent requests for
+        // half a second, and answered fewer of them than no protection at all.) None is kept once
+        // urgent demand alone fills the working level: urgent requests are then an overload of
+        // their own, limited at the ceiling anyway, and an excess kept for them is a queue every
+        // request waits in.
         let in_flight = self.in_flight.current();
         let ceiling = if g.max_in_flight.is_auto() && in_flight > ceiling {
             let level = if left <= 0.0 {
                 ceiling
             } else if m.urgent_drain > ceiling {
-                let held = m.urgent_drain.min(in_flight);
-                ceiling + (held - ceiling) / 2
+                m.urgent_drain.min(in_flight)
             } else {
                 in_flight
             };

@@ -734,7 +734,6 @@ const KNOWN_MISSES: &[(&str, &str)] = &[
     ("goodput >= every peer's", "200rps-50ms step 5x"),
     ("goodput >= every peer's", "200rps-50ms step 10x"),
     ("reaction ms <= one sampler tick", "200rps-500ms step 5x"),
-    ("urgent success >= every peer's", "200rps-500ms step 1.5x"),
     ("goodput >= every peer's", "200rps-500ms step 2x"),
     ("goodput >= every peer's", "200rps-500ms step 5x"),
     ("goodput >= every peer's", "200rps-500ms step 10x"),
@@ -756,6 +755,40 @@ const KNOWN_MISSES: &[(&str, &str)] = &[
     ("goodput >= every peer's", "50000rps-20ms step 5x"),
     ("goodput >= every peer's", "50000rps-20ms step 10x"),
 ];
+
+/// At 1.5 times the capacity of 100 workers at 500 ms, the flood first meets the unconfirmed
+/// ceiling; once the capacity is confirmed (measured low from the first saturated ticks) the
+/// ceiling falls well below the requests in flight, and that excess drains at 20 requests a tick
+/// while the non-urgent floor keeps entering beside it. Urgent requests must get the slots it
+/// frees: the level they may fill follows it down. (Halved towards the ceiling each tick, the
+/// level fell faster than the excess drained, and urgent requests were refused for half a
+/// second: 0.985 of them answered on seed 1, against 0.992 for no protection at all.)
+#[test]
+fn urgent_requests_get_the_slots_a_slowly_draining_excess_frees() {
+    let spec = &family::backends()[1];
+    assert_eq!(
+        (spec.capacity_rps, spec.service_time),
+        (200.0, Duration::from_millis(500))
+    );
+    let scenario = family::step_scenario(spec, 1.5);
+    for seed in [1, 2, 6] {
+        let report = run_with_seed(&scenario, &Config::default(), seed, &mut |_| {})
+            .expect("the step scenario runs");
+        let by = |name: &str| {
+            report
+                .strategies
+                .iter()
+                .find(|s| s.name == name)
+                .map(|s| s.urgent_success)
+                .expect("strategy ran")
+        };
+        let (auto, bare) = (by(AUTO), by("unprotected"));
+        assert!(
+            auto >= bare,
+            "seed {seed}: urgent success {auto} against {bare} unprotected"
+        );
+    }
+}
 
 /// A regression guard while the bars are not all met: every bar met at the last review is still
 /// met (a bar that comes to be met is welcome; the list above should then shrink). Run by
@@ -950,8 +983,12 @@ fn in_overload_the_auto_gate_keeps_the_capacity_of_a_slow_spread_out_backend_on_
 /// backends and by a hair: the p99 of 200 rps at 50 ms, 1.5x and 10x, on seed 7, 251 and 250.7 ms;
 /// on seed 8 the urgent success of the 10,000 rps, 1 ms priority flood, 0.99897, and of 200 rps at
 /// 50 ms, 0.9x, against `bbr`, 0.998). Its trimmed mean of the rounds for the base raised seed 4
-/// to 217 and seeds 5 to 8 to 886 (seeds 1 to 8: 1,756).
-const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 220), (3, 218), (4, 217)];
+/// to 217 and seeds 5 to 8 to 886 (seeds 1 to 8: 1,756). Session 12's drain that follows the
+/// excess down (urgent requests get the slots it frees) raised seed 2 to 221 (seeds 1 to 8:
+/// 1,759): the urgent success of 200 rps at 500 ms, 1.5x, on seeds 1, 2 and 6, and of its
+/// priority flood on seed 8; it missed one bar by a hair (1,000 rps at 100 ms, 2x, seed 8:
+/// goodput 0.9634 against a static limit's 0.9638).
+const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 221), (3, 218), (4, 217)];
 
 /// How far below its target a goodput bar may be missed on any seed. A count of bars hides a
 /// bar missed by a wide margin: session 6 found seeds 2 and 4 with 0.31 to 0.45 less goodput
