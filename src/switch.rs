@@ -34,6 +34,8 @@ pub struct SwitchStatus {
 const AUTO_ON: u8 = 1;
 const SPLIT: u8 = 2;
 const MODE_SHIFT: u8 = 2;
+/// The mode's two bits, once shifted down.
+const MODE_MASK: u8 = 3;
 /// Whether the switch is on: the mode applied to [`AUTO_ON`], kept in its own bit by every update
 /// so that the request path tests one bit instead of decoding the mode.
 const ON: u8 = 1 << 4;
@@ -77,7 +79,7 @@ impl SwitchBits {
 
 /// Decodes a byte of [`SwitchCell`].
 pub(crate) fn decode(bits: u8) -> SwitchStatus {
-    let mode = match (bits >> MODE_SHIFT) & 3 {
+    let mode = match (bits >> MODE_SHIFT) & MODE_MASK {
         1 => SwitchMode::ForceOn,
         2 => SwitchMode::ForceOff,
         _ => SwitchMode::Auto,
