@@ -1555,13 +1555,21 @@ impl<C: Clock> Inner<C> {
         let max_wait = self.hot.max_wait.load(Ordering::Relaxed);
         let bucket = self.bucket_cell(use_urgent);
         let first = bucket.reserve(now, max_wait, &self.hot.bucket(use_urgent));
-        if let Ok(token) = &first {
-            if token.wait == 0 {
+        match &first {
+            Ok(token) if token.wait == 0 => {
                 // The class is counted with the admission (one lookup of this thread's counters).
                 return self
                     .enter_drawn(now, use_urgent, urgency, cost, token, Some(urgency))
                     .map(D::admitted);
             }
+            // The common refusal of a flood: the whole gate's bucket has no token in time and the
+            // split has happened, so there is no other bucket to try: refused here, without the
+            // call to `draw_rest` and its result moved back through memory.
+            Err(retry_after) if use_urgent && status.split() => {
+                self.count_class(urgency);
+                return Err(self.refuse(RejectReason::RateLimited, Some(*retry_after)));
+            }
+            _ => {}
         }
         self.count_class(urgency);
         self.draw_rest(status, urgency, cost, now, use_urgent, first)

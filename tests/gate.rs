@@ -433,6 +433,36 @@ fn every_request_draws_from_the_urgent_bucket_until_it_cannot_serve_within_the_t
 }
 
 #[test]
+fn after_the_split_an_urgent_request_past_the_timeout_is_refused_once_with_a_truthful_retry_after()
+{
+    let mut config = small_config(); // 100/s, capacity 1
+    config.gate.request_timeout = Duration::ZERO;
+    config.routes.urgent = vec!["/pay*".into()];
+    let (gate, clock, _) = gate_with(config);
+    gate.set_switch(SwitchMode::ForceOn);
+    let pay = Request::url("/pay/submit");
+    let _first = gate.try_acquire(&pay).unwrap();
+    // The urgent bucket cannot serve the next one in time: the split happens, and it is refused.
+    assert!(gate.try_acquire(&pay).is_err());
+    assert!(gate.snapshot().switch.split);
+    let before = gate.snapshot().counters;
+    // Split already: refused at once, told the exact time of the next token (10 ms after the
+    // first), counted once as refused and once as urgent.
+    clock.advance(ms(4));
+    let r = gate.try_acquire(&pay).unwrap_err();
+    assert_eq!(r.reason, RejectReason::RateLimited);
+    assert_eq!(r.retry_after, Some(ms(6)));
+    let after = gate.snapshot().counters;
+    assert_eq!(after.refused_rate - before.refused_rate, 1);
+    assert_eq!(after.classified_urgent - before.classified_urgent, 1);
+    assert_eq!(after.refused(), before.refused() + 1);
+    clock.advance(ms(6) - Duration::from_nanos(1));
+    assert!(gate.try_acquire(&pay).is_err());
+    clock.advance(Duration::from_nanos(1));
+    assert!(gate.try_acquire(&pay).is_ok());
+}
+
+#[test]
 fn after_the_split_urgent_requests_keep_their_rate_and_non_urgent_trickle() {
     let mut config = small_config();
     config.gate.request_timeout = Duration::ZERO;
