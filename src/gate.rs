@@ -1537,9 +1537,10 @@ impl<C: Clock> Inner<C> {
 
     /// Draws a token for a request of `urgency` at `now`, with the switch on.
     ///
-    /// The common case (a token free right now) is inlined into the caller; waiting, the split
-    /// and the spare token are in [`Inner::draw_rest`], so the result is built in place rather
-    /// than moved out of a call (measured: the moves cost as much as a locked instruction).
+    /// The common cases (a token free right now; under a flood, no token in time once the split
+    /// has happened) are inlined into the caller; waiting, the split and the spare token are in
+    /// [`Inner::draw_rest`], so the result is built in place rather than moved out of a call
+    /// (measured: the moves cost as much as a locked instruction).
     ///
     /// `D` is what the caller wants back: [`Gate::try_acquire`] asks for the [`Permit`] itself,
     /// so no [`Admission`] is built and moved on its common path.
