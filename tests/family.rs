@@ -772,17 +772,12 @@ fn urgent_requests_get_the_slots_a_slowly_draining_excess_frees() {
     );
     let scenario = family::step_scenario(spec, 1.5);
     for seed in [1, 2, 6] {
-        let report = run_with_seed(&scenario, &Config::default(), seed, &mut |_| {})
-            .expect("the step scenario runs");
-        let by = |name: &str| {
-            report
-                .strategies
-                .iter()
-                .find(|s| s.name == name)
-                .map(|s| s.urgent_success)
-                .expect("strategy ran")
-        };
-        let (auto, bare) = (by(AUTO), by("unprotected"));
+        let (auto, report) = strategy_on(&scenario, seed, AUTO);
+        let auto = auto.urgent_success;
+        let bare = report
+            .strategy("unprotected")
+            .expect("no protection ran")
+            .urgent_success;
         assert!(
             auto >= bare,
             "seed {seed}: urgent success {auto} against {bare} unprotected"
