@@ -97,12 +97,21 @@ pub(crate) fn decode(bits: u8) -> SwitchStatus {
     }
 }
 
+/// `bits` with the bits derived from the rest set to match: [`ON`] as the mode and the sampler's
+/// decision say, and no split while the switch is off (leaving the "on" state ends the split:
+/// the next overload starts with one bucket again).
+fn settled(bits: u8) -> u8 {
+    if decode(bits).on {
+        bits | ON
+    } else {
+        bits & !(SPLIT | ON)
+    }
+}
+
 impl SwitchCell {
     pub(crate) fn new(mode: SwitchMode) -> Self {
-        let bits = mode_bits(mode);
-        let bits = if decode(bits).on { bits | ON } else { bits };
         SwitchCell {
-            bits: AtomicU8::new(bits),
+            bits: AtomicU8::new(settled(mode_bits(mode))),
             flips: AtomicU64::new(0),
         }
     }
@@ -122,13 +131,7 @@ impl SwitchCell {
     fn update(&self, f: impl Fn(u8) -> u8) -> (SwitchStatus, SwitchStatus) {
         let mut cur = self.bits.load(Ordering::Acquire);
         loop {
-            let mut next = f(cur);
-            // Leaving the "on" state ends the split: the next overload starts with one bucket again.
-            if decode(next).on {
-                next |= ON;
-            } else {
-                next &= !(SPLIT | ON);
-            }
+            let next = settled(f(cur));
             match self
                 .bits
                 .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
