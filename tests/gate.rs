@@ -513,10 +513,8 @@ fn with_the_switch_on_each_request_drawn_is_counted_once_in_its_class_whatever_i
     let second = assert_ready!(waiting.poll()).unwrap();
     assert_eq!(classified(&gate), (1, 1));
     // Refused by the bucket (the next token is past the timeout): counted once.
-    let mut config = small_config();
+    let mut config = gate.config();
     config.gate.request_timeout = Duration::ZERO;
-    config.routes.urgent = vec!["/pay*".into()];
-    config.routes.default_urgency = Urgency::NonUrgent;
     gate.reload(config).unwrap();
     let refused = gate.try_acquire(&pay).unwrap_err();
     assert_eq!(refused.reason, RejectReason::RateLimited);
