@@ -595,12 +595,33 @@ fn probe_thread_reads_at_once_on_a_thread_named_sluicegate_probe() {
     assert_eq!(seen.recv_timeout(WAIT), Ok(called(1)));
 }
 
+/// [`reporting_probe`] whose third call waits until `release` is dropped: with no interval
+/// between reads, the gauge then holds the first or the second reading whenever the test looks,
+/// not whichever read the thread has reached by then.
+fn probe_held_at_its_third_call(events: Sender<Event>) -> (Arc<dyn MemoryProbe>, Sender<()>) {
+    let inner = reporting_probe(events);
+    let (release, held) = mpsc::channel::<()>();
+    let held = Mutex::new(held);
+    let calls = AtomicUsize::new(0);
+    let probe: Arc<dyn MemoryProbe> = Arc::new(move || {
+        if calls.fetch_add(1, Ordering::SeqCst) + 1 >= 3 {
+            if let Ok(held) = held.lock() {
+                let _ = held.recv();
+            }
+        }
+        inner.read()
+    });
+    (probe, release)
+}
+
 #[test]
 fn probe_thread_publishes_readings_to_the_gauge() {
     let (events, seen) = mpsc::channel();
     let gauge = Arc::new(MemoryGauge::new());
-    let _thread =
-        ProbeThread::spawn(gauge.clone(), reporting_probe(events), Duration::ZERO).expect("spawn");
+    let (probe, release) = probe_held_at_its_third_call(events);
+    let _thread = ProbeThread::spawn(gauge.clone(), probe, Duration::ZERO).expect("spawn");
+    // Dropped before the thread (declared after it), so that the held read ends and it can stop.
+    let _release = release;
     assert_eq!(seen.recv_timeout(WAIT), Ok(called(1)));
     // The second read starts only after the first one has been published.
     assert_eq!(seen.recv_timeout(WAIT), Ok(called(2)));
