@@ -197,7 +197,7 @@ fn main() -> ExitCode {
         "Goodput: answered in time during the step / (C x its duration); convergence: from the \
          step to the first slice from which every window of the step holding 1000 answers at C \
          (one slice from 10,000 rps up, at most half the step) answers >= 0.9 C and has a p99 <= \
-         SLO."
+         SLO (at most 1 % of its answers late, plus 3 standard deviations of that count)."
     );
     for b in &family {
         print_backend(b);

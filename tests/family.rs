@@ -8,8 +8,8 @@ use sluicegate::sim::family::{
     self, BackendReports, BackendSpec, BarCheck, FamilyError, FamilyRun, Traffic, AUTO, LOADS,
 };
 use sluicegate::sim::{
-    render, run_with_seed, Arrivals, Distribution, Report, RetryMode, StrategyReport,
-    TimelineSample, SLICE_MS,
+    render, run_strategy, run_with_seed, Arrivals, ConcurrencyLimit, Distribution, Report,
+    RetryMode, StrategyReport, TimelineSample, SLICE_MS,
 };
 use sluicegate::Config;
 
@@ -413,7 +413,8 @@ fn a_convergence_window_holds_a_thousand_answers_at_capacity_and_at_most_half_th
 #[test]
 fn convergence_pools_the_slices_of_each_window() {
     // The small backend's step is slices 30 to 79; a window is 25 slices (2.5 s): 500 answers,
-    // of which 450 make 0.9·C and at most 5 may be late.
+    // of which 450 make 0.9·C and at most 11 may be late (5, and 3 standard deviations of a
+    // binomial count of 500 at 1 %: 6.7).
     let b = small();
     let window = b.step_window_ms();
     assert_eq!(window, 3000..8000);
@@ -442,24 +443,24 @@ fn convergence_pools_the_slices_of_each_window() {
         }
     };
     assert_eq!(with(&silent_start), Some(300.0));
-    // Late answers: 5 in a window keep its p99 within the SLO, 6 do not, so every window holding
-    // slice 45 fails and convergence comes after it.
+    // Late answers: 11 in a window are within the noise of a p99 at the SLO, 12 are not, so
+    // every window holding slice 45 fails and convergence comes after it.
     assert_eq!(
         with(&|i, t| if i == 45 {
-            t.late = 5
+            t.late = 11
         }),
         Some(0.0)
     );
     assert_eq!(
         with(&|i, t| if i == 45 {
-            t.late = 6
+            t.late = 12
         }),
         Some(1600.0)
     );
-    // Late answers in different slices of one window add up: 3 in slice 40 and 3 in slice 50.
+    // Late answers in different slices of one window add up: 6 in slice 40 and 6 in slice 50.
     assert_eq!(
         with(&|i, t| if i == 40 || i == 50 {
-            t.late = 3
+            t.late = 6
         }),
         Some(1100.0)
     );
@@ -467,13 +468,13 @@ fn convergence_pools_the_slices_of_each_window() {
     // count.
     assert_eq!(
         with(&|i, t| if i == 79 {
-            t.late = 6
+            t.late = 12
         }),
         None
     );
     assert_eq!(
         with(&|i, t| if i == 29 || i == 80 {
-            t.late = 20
+            t.late = 100
         }),
         Some(0.0)
     );
@@ -496,7 +497,7 @@ fn convergence_pools_the_slices_of_each_window() {
 #[test]
 fn convergence_on_a_large_backend_reads_single_slices() {
     // At 10,000 rps a slice holds the thousand answers of a window: 900 make 0.9·C, and at most
-    // 10 of 1000 may be late.
+    // 19 of 1000 may be late (10, and 3 standard deviations of a binomial count at 1 %: 9.4).
     let mut s = strategy(AUTO, 1.0, 1.0);
     let big = |at: usize, late: u32, answered: u32| {
         timeline(move |i, t| {
@@ -509,12 +510,12 @@ fn convergence_on_a_large_backend_reads_single_slices() {
         })
     };
     let step = 3000..8000;
-    s.timeline = big(40, 10, 1000);
+    s.timeline = big(40, 19, 1000);
     assert_eq!(
         family::convergence_ms(&s, 10_000.0, step.clone()),
         Some(0.0)
     );
-    s.timeline = big(40, 11, 1000);
+    s.timeline = big(40, 20, 1000);
     assert_eq!(
         family::convergence_ms(&s, 10_000.0, step.clone()),
         Some(1100.0)
@@ -526,6 +527,50 @@ fn convergence_on_a_large_backend_reads_single_slices() {
     );
     s.timeline = big(40, 0, 900);
     assert_eq!(family::convergence_ms(&s, 10_000.0, step), Some(0.0));
+}
+
+/// A static limit told W, right from the first request, converges at once on the 10,000 rps
+/// backend at 5 ms: its p99 is 0.93 of the SLO, and the late answers a window of 1,000 holds
+/// above 1 % now and then are the noise of their count. Judged without that noise, it converged
+/// "never" on seeds 1 to 8 of this backend.
+#[test]
+fn a_static_limit_told_the_workers_converges_at_once_despite_the_noise_of_late_answers() {
+    let spec = spec(10_000.0, 5);
+    let scenario = family::step_scenario(&spec, 5.0);
+    let limit = scenario.concurrency_limit();
+    let reference = run_strategy(
+        &scenario,
+        1,
+        "concurrency-limit",
+        &mut ConcurrencyLimit::new(limit),
+        &mut |_| {},
+    );
+    let step = spec.step_window_ms();
+    let late_windows = slices_within_step(&reference, &step)
+        .filter(|t| !sluicegate::sim::metrics::p99_within_slo(answered(t), u64::from(t.late)))
+        .count();
+    assert!(
+        late_windows > 0,
+        "the draw no longer shows the noise this test is about"
+    );
+    assert_eq!(
+        family::convergence_ms(&reference, spec.capacity_rps, step),
+        Some(0.0),
+        "{late_windows} slices over 1 % late"
+    );
+}
+
+fn answered(t: &TimelineSample) -> u64 {
+    u64::from(t.answered_urgent) + u64::from(t.answered_non_urgent)
+}
+
+fn slices_within_step<'a>(
+    s: &'a StrategyReport,
+    step: &'a std::ops::Range<u64>,
+) -> impl Iterator<Item = &'a TimelineSample> {
+    s.timeline
+        .iter()
+        .filter(move |t| t.t_ms >= step.start && t.t_ms + SLICE_MS <= step.end)
 }
 
 #[test]
@@ -720,7 +765,9 @@ fn sluicegate_auto_meets_the_bars_on_the_backend_family() {
 /// convergence and the goodput against a static limit of 50,000 rps at 1 ms, 5x. The same
 /// session's trimmed mean of the rounds for the base (215 met) misses that goodput again, by
 /// 0.00014 (0.99341 against 0.99356), and meets more bars on other seeds (see
-/// [`BARS_MET_ON_OTHER_SEEDS`]).
+/// [`BARS_MET_ON_OTHER_SEEDS`]). Session 13 (220 met) judges a convergence window's late
+/// answers with the noise of their count (`sim::metrics::tail_within_slo_or_noise`): the static
+/// limit told W had missed the same windows, and the convergence of four backends at 5x is met.
 const KNOWN_MISSES: &[(&str, &str)] = &[
     ("goodput at 2x >= 0.95", "200rps-50ms step 2x"),
     ("p99 ms <= SLO", "200rps-50ms step 0.5x"),
@@ -737,16 +784,12 @@ const KNOWN_MISSES: &[(&str, &str)] = &[
     ("goodput >= every peer's", "200rps-500ms step 2x"),
     ("goodput >= every peer's", "200rps-500ms step 5x"),
     ("goodput >= every peer's", "200rps-500ms step 10x"),
-    ("convergence ms <= 300", "1000rps-100ms step 5x"),
     ("goodput >= every peer's", "1000rps-100ms step 2x"),
     ("goodput >= every peer's", "1000rps-100ms step 5x"),
     ("goodput >= every peer's", "1000rps-100ms step 10x"),
-    ("convergence ms <= 300", "3200rps-20ms step 5x"),
     ("goodput >= every peer's", "3200rps-20ms step 5x"),
     ("goodput >= every peer's", "3200rps-20ms step 10x"),
-    ("convergence ms <= 300", "10000rps-1ms step 5x"),
     ("goodput >= every peer's", "10000rps-1ms step 10x"),
-    ("convergence ms <= 300", "10000rps-5ms step 5x"),
     ("goodput >= every peer's", "10000rps-5ms step 5x"),
     ("goodput >= every peer's", "10000rps-5ms step 10x"),
     ("goodput >= every peer's", "50000rps-1ms step 5x"),
@@ -822,12 +865,12 @@ proptest::proptest! {
     /// improves when its slowest answers go.)
     #[test]
     fn a_worse_slice_never_brings_convergence_forward(
-        // About 22 answers a slice (450 make a converged window of 25) and a late one in a
-        // tenth of the slices (5 may be late in a window): steps that converge early, late or
-        // never all occur.
+        // About 22 answers a slice (450 make a converged window of 25) and late ones in a
+        // tenth of the slices (about 11 may be late in a window): steps that converge early,
+        // late or never all occur.
         answers in proptest::collection::vec(15u32..=30, 110),
         late in proptest::collection::vec(
-            proptest::prop_oneof![9 => proptest::strategy::Just(0u32), 1 => 1u32..=4],
+            proptest::prop_oneof![9 => proptest::strategy::Just(0u32), 1 => 1u32..=8],
             110,
         ),
         worse_at in 30usize..80,
@@ -983,7 +1026,7 @@ fn in_overload_the_auto_gate_keeps_the_capacity_of_a_slow_spread_out_backend_on_
 /// 1,759): the urgent success of 200 rps at 500 ms, 1.5x, on seeds 1, 2 and 6, and of its
 /// priority flood on seed 8; it missed one bar by a hair (1,000 rps at 100 ms, 2x, seed 8:
 /// goodput 0.9634 against a static limit's 0.9638).
-const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 221), (3, 218), (4, 217)];
+const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 227), (3, 222), (4, 223)];
 
 /// How far below its target a goodput bar may be missed on any seed. A count of bars hides a
 /// bar missed by a wide margin: session 6 found seeds 2 and 4 with 0.31 to 0.45 less goodput

@@ -53,8 +53,12 @@
 //! quarter of the slices answered fewer than 0.9·C (Poisson noise on 20 answers a slice): with seed
 //! 1 that reference converged only on the two 50,000 rps backends. With windows it converges at
 //! once on five of the eight. On the other three (3,200 rps at 20 ms, 10,000 rps at 1 ms and 5 ms)
-//! more than 1 % of a window's answers still exceed 5·S now and then: with exponential service
-//! times the bare p99 is 4.6·S, so the SLO leaves 0.4·S for any wait at all.
+//! more than 1 % of a window's answers still exceeded 5·S now and then: with exponential service
+//! times the bare p99 is 4.6·S (0.67 % of answers past 5·S), so a window of 1,000 answers holds
+//! more than 10 late ones about once in eleven, and a 5 s step has 50 windows. Over seeds 1 to 8
+//! that reference converged "never" or late on 36 of 64 runs. A window's late answers are
+//! therefore allowed their binomial noise above 1 % ([`tail_within_slo_or_noise`], three standard
+//! deviations: 19 of 1,000); a transient's queue makes a window late many times over that.
 //! `examples/sim_family.rs` prints how many bars that reference meets.
 //!
 //! ```
@@ -78,7 +82,7 @@ use std::time::Duration;
 
 use toml::Table;
 
-use super::metrics::{p99_within_slo, Report, StrategyReport, TimelineSample, SLICE_MS};
+use super::metrics::{tail_within_slo_or_noise, Report, StrategyReport, TimelineSample, SLICE_MS};
 use super::scenario::{
     Arrivals, Backend, Baselines, Clients, Distribution, Phase, Retry, RetryMode, Scenario,
 };
@@ -559,8 +563,8 @@ pub fn convergence_window_slices(capacity_rps: f64, step_slices: usize) -> usize
 /// How long after the start of `step` (a window in milliseconds since the run began, the step
 /// phase) the strategy had converged: the start of the first slice from which every window of
 /// [`convergence_window_slices`] consecutive slices wholly within the step answered in time at
-/// least 0.9·C's worth of the window and kept its p99 within the SLO (at most 1 % of its answers
-/// [`TimelineSample::late`]), minus the start of the step. `Some(0.0)` if the windows from the
+/// least 0.9·C's worth of the window and kept its p99 within the SLO, allowing for the noise of
+/// a count of late answers ([`tail_within_slo_or_noise`]), minus the start of the step. `Some(0.0)` if the windows from the
 /// first slice of the step on all qualify; `None` if the last window does not (or the step holds
 /// no whole slice).
 ///
@@ -568,8 +572,10 @@ pub fn convergence_window_slices(capacity_rps: f64, step_slices: usize) -> usize
 /// its slowest answer and its count is Poisson noise, so even a limit that is right from the first
 /// request (`concurrency-limit` told W) "converges" in single slices only by luck. A window that
 /// holds a thousand answers at C measures the strategy, not the noise; from 10,000 requests per
-/// second up it is a single slice. A transient still counts if more than 1 % of a window's answers
-/// were late, or the window answered too little.
+/// second up it is a single slice. So does the count of late answers: a window's 1 % is allowed
+/// its binomial noise, without which the static limit told W converged "never" on 36 of 64 runs
+/// of the family (seeds 1 to 8), at p99s of 0.93 of the SLO. A transient still counts if clearly
+/// more than 1 % of a window's answers were late, or the window answered too little.
 pub fn convergence_ms(s: &StrategyReport, capacity_rps: f64, step: Range<u64>) -> Option<f64> {
     let slices: Vec<&TimelineSample> = slices_within(s, &step).collect();
     if slices.is_empty() {
@@ -584,7 +590,7 @@ pub fn convergence_ms(s: &StrategyReport, capacity_rps: f64, step: Range<u64>) -
                 l + u64::from(t.late),
             )
         });
-        answered > 0 && answered as f64 >= needed && p99_within_slo(answered, late)
+        answered > 0 && answered as f64 >= needed && tail_within_slo_or_noise(answered, late)
     };
     let mut from = None;
     for (k, window) in slices.windows(len).enumerate().rev() {
