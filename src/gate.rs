@@ -357,6 +357,8 @@ struct Monitor {
     last_totals: Counters,
     ring_seen: u64,
     scratch: Vec<u64>,
+    /// The latencies recorded since the last tick, for the capacity estimator's low tail.
+    tick_latencies: Vec<u64>,
     percentiles: Percentiles,
     figures: Figures,
     /// How long the conditions for turning the switch on or off have held without a break.
@@ -608,6 +610,7 @@ impl<C: Clock> GateBuilder<C> {
                 last_totals: Counters::default(),
                 ring_seen: 0,
                 scratch: Vec::with_capacity(settings.ring.capacity()),
+                tick_latencies: Vec::with_capacity(settings.ring.capacity()),
                 percentiles: Percentiles::new(now),
                 figures: Figures::default(),
                 pace: SwitchPace::default(),
@@ -1750,6 +1753,7 @@ impl<C: Clock> Inner<C> {
             latency_sum = latency_sum.saturating_add(v);
         }
         let latency_count = m.scratch.len() as u64;
+        std::mem::swap(&mut m.scratch, &mut m.tick_latencies);
         m.scratch.clear();
         let window = config.sampler.window as u64;
         settings
@@ -1804,18 +1808,21 @@ impl<C: Clock> Inner<C> {
             let ceiling_refused = ceiling_refusals > 0;
             let memory_refusals = totals.refused_memory.saturating_sub(last.refused_memory);
             let turned_away = totals.refused() > last.refused();
-            let learned = m.estimator.observe(&TickSample {
-                now,
-                elapsed,
-                completed,
-                latency_sum,
-                latency_count,
-                in_flight,
-                ceiling_refused,
-                ceiling_refusals,
-                memory_refusals,
-                turned_away,
-            });
+            let learned = m.estimator.observe_with_latencies(
+                &TickSample {
+                    now,
+                    elapsed,
+                    completed,
+                    latency_sum,
+                    latency_count,
+                    in_flight,
+                    ceiling_refused,
+                    ceiling_refusals,
+                    memory_refusals,
+                    turned_away,
+                },
+                &m.tick_latencies,
+            );
             m.learned = learned;
             let demand = asked(&totals).saturating_sub(asked(&last))
                 + totals

@@ -140,6 +140,7 @@ pub mod counters;
 pub mod gate;
 pub mod inflight;
 pub mod lookup;
+pub mod low_tail;
 pub mod probe;
 pub mod rejection;
 pub mod request;

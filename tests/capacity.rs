@@ -118,6 +118,8 @@ struct Run {
     estimator: Estimator,
     learned: Learned,
     trace: Vec<Step>,
+    /// Whether the estimator is also given each tick's latencies (see [`Run::latencies`]).
+    with_latencies: bool,
 }
 
 impl Run {
@@ -127,7 +129,23 @@ impl Run {
             estimator: Estimator::new(),
             learned: Learned::default(),
             trace: Vec::new(),
+            with_latencies: false,
         }
+    }
+
+    /// The latencies of a tick's `completed` requests, nanoseconds: exponential service times of
+    /// mean S at evenly spaced quantiles, each plus the wait the tick's queue makes (requests in
+    /// flight past the workers, at the capacity's rate). Deterministic, like the rest of the
+    /// model.
+    fn latencies(&self, completed: u64) -> Vec<u64> {
+        let s = &self.service;
+        let wait = (s.in_flight - s.workers).max(0.0) / s.capacity();
+        (0..completed)
+            .map(|i| {
+                let q = (i as f64 + 0.5) / completed as f64;
+                ((-(1.0 - q).ln() * s.service + wait) * 1e9).round() as u64
+            })
+            .collect()
     }
 
     /// Runs `secs` at `offered` requests per second under the learned ceiling; returns this
@@ -148,7 +166,12 @@ impl Run {
         for _ in 0..ticks {
             let k = ceiling(&self.learned);
             let sample = self.service.tick(offered, k);
-            self.learned = self.estimator.observe(&sample);
+            self.learned = if self.with_latencies {
+                let latencies = self.latencies(sample.completed);
+                self.estimator.observe_with_latencies(&sample, &latencies)
+            } else {
+                self.estimator.observe(&sample)
+            };
             self.trace.push(Step {
                 at: sample.now as f64 / 1e9,
                 sample,
@@ -323,6 +346,48 @@ fn under_a_tenfold_flood_the_ceiling_keeps_about_one_request_above_the_knee() {
         (22..=25).contains(&run.learned.ceiling.unwrap_or(0)),
         "{trace}"
     );
+}
+
+/// With each tick's latencies, the low tail shows the queue the knee's margin keeps, and takes
+/// it off: 100 workers at 100 ms under a tenfold flood, whose ceiling keeps about five requests
+/// above the workers without them. A trimmed ceiling that shows no queue the share can tell
+/// gives half its trim back, so the ceiling moves between the two; it never goes below the
+/// workers, and the knee (capacity × base latency) is the same.
+#[test]
+fn the_low_tail_trims_the_queue_the_knees_margin_keeps_but_never_below_the_workers() {
+    let flood = |with_latencies: bool| {
+        let mut run = Run::new(100, ms(100));
+        run.with_latencies = with_latencies;
+        run.run(600.0, 3.0);
+        run.run(10_000.0, 6.0);
+        run
+    };
+    let blind = flood(false);
+    let told = flood(true);
+    let confirmed = |run: &Run| -> Vec<u64> {
+        run.outside_probes_after(3.6)
+            .filter_map(|s| s.learned.ceiling)
+            .collect()
+    };
+    let (blind_ceilings, told_ceilings) = (confirmed(&blind), confirmed(&told));
+    let trace = told.show(2.5);
+    let mean = |c: &[u64]| c.iter().sum::<u64>() as f64 / c.len().max(1) as f64;
+    assert!(
+        told_ceilings.iter().any(|&c| c <= 102),
+        "never trimmed: {told_ceilings:?}: {trace}"
+    );
+    assert!(
+        mean(&told_ceilings) < mean(&blind_ceilings),
+        "trimmed {told_ceilings:?}, untrimmed {blind_ceilings:?}: {trace}"
+    );
+    assert!(
+        told_ceilings.iter().all(|&c| c >= 100),
+        "below the workers: {told_ceilings:?}: {trace}"
+    );
+    assert_eq!(told.learned.knee, blind.learned.knee, "{trace}");
+    // The snapshot shows the trim: none without latencies.
+    assert!(blind.trace.iter().all(|s| s.learned.trim == 0.0));
+    assert!(told.trace.iter().any(|s| s.learned.trim >= 1.0), "{trace}");
 }
 
 /// A gate started into a flood: the first latencies all include a queue.

@@ -768,6 +768,9 @@ fn sluicegate_auto_meets_the_bars_on_the_backend_family() {
 /// [`BARS_MET_ON_OTHER_SEEDS`]). Session 13 (220 met) judges a convergence window's late
 /// answers with the noise of their count (`sim::metrics::tail_within_slo_or_noise`): the static
 /// limit told W had missed the same windows, and the convergence of four backends at 5x is met.
+/// Then (223 met) the low tail of latency trims the queue the knee's margin keeps
+/// (`sluicegate::low_tail`): the goodput against a static limit of 1,000 rps at 100 ms, 2x,
+/// 10,000 rps at 5 ms, 5x, and 50,000 rps at 1 ms, 5x, is met.
 const KNOWN_MISSES: &[(&str, &str)] = &[
     ("goodput at 2x >= 0.95", "200rps-50ms step 2x"),
     ("p99 ms <= SLO", "200rps-50ms step 0.5x"),
@@ -784,15 +787,12 @@ const KNOWN_MISSES: &[(&str, &str)] = &[
     ("goodput >= every peer's", "200rps-500ms step 2x"),
     ("goodput >= every peer's", "200rps-500ms step 5x"),
     ("goodput >= every peer's", "200rps-500ms step 10x"),
-    ("goodput >= every peer's", "1000rps-100ms step 2x"),
     ("goodput >= every peer's", "1000rps-100ms step 5x"),
     ("goodput >= every peer's", "1000rps-100ms step 10x"),
     ("goodput >= every peer's", "3200rps-20ms step 5x"),
     ("goodput >= every peer's", "3200rps-20ms step 10x"),
     ("goodput >= every peer's", "10000rps-1ms step 10x"),
-    ("goodput >= every peer's", "10000rps-5ms step 5x"),
     ("goodput >= every peer's", "10000rps-5ms step 10x"),
-    ("goodput >= every peer's", "50000rps-1ms step 5x"),
     ("goodput >= every peer's", "50000rps-1ms step 10x"),
     ("goodput >= every peer's", "50000rps-20ms step 2x"),
     ("goodput >= every peer's", "50000rps-20ms step 5x"),
@@ -1025,8 +1025,11 @@ fn in_overload_the_auto_gate_keeps_the_capacity_of_a_slow_spread_out_backend_on_
 /// excess down (urgent requests get the slots it frees) raised seed 2 to 221 (seeds 1 to 8:
 /// 1,759): the urgent success of 200 rps at 500 ms, 1.5x, on seeds 1, 2 and 6, and of its
 /// priority flood on seed 8; it missed one bar by a hair (1,000 rps at 100 ms, 2x, seed 8:
-/// goodput 0.9634 against a static limit's 0.9638).
-const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 227), (3, 222), (4, 223)];
+/// goodput 0.9634 against a static limit's 0.9638). Session 13 judges a convergence window's
+/// late answers with their noise (seeds 2 to 4: 227, 222, 223; 1 to 8: 1,802), then trims the
+/// ceiling by the low tail of latency (230, 223, 223; 1 to 8: 1,813, 10 more bars of goodput
+/// against a static limit).
+const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 230), (3, 223), (4, 223)];
 
 /// How far below its target a goodput bar may be missed on any seed. A count of bars hides a
 /// bar missed by a wide margin: session 6 found seeds 2 and 4 with 0.31 to 0.45 less goodput
