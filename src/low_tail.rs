@@ -16,7 +16,11 @@
 //! `q / X`, and moves the share below that quantile by the density of the quick latencies times
 //! that delay: on exponential times about `0.9 q / W` for `W` workers, where the mean moves by
 //! `q / W` against a noise of one. For the same completions that is three times as precise as
-//! the mean, and on services whose times are less spread (a floor, a mode) far more.
+//! the mean. The threshold sits a tenth of the way up the quick latencies, so a queue longer
+//! than about a tenth of the workers delays every request past it, and an empty share says only
+//! that the queue is at least that long; on a service whose times barely spread (a constant
+//! service time) any wait does, and says nothing ([`LowTail::delay_for_share`]). The capacity
+//! estimator trims by what the share tells and gives the trim back when it tells nothing.
 //!
 //! [`LowTail`] keeps the latencies of the last clean ticks (no ceiling refusing, no queue), and
 //! from them the threshold, the share below it and, for a measured share, the delay that
