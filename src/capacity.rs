@@ -722,7 +722,7 @@ pub struct Estimator {
     /// Saturated ticks count towards the low tail from here on: a latency after the ceiling
     /// last moved, so that they are of requests admitted under it.
     tail_from: Nanos,
-    /// Requests the low tail took off the confirmed ceiling.
+    /// Requests the low tail took off the confirmed ceiling; never negative.
     trim: f64,
 }
 
@@ -1068,7 +1068,7 @@ impl Estimator {
             let below_knee = s.memory_refusals == 0
                 && self
                     .knee_exact()
-                    .is_some_and(|k| (s.in_flight as f64) < k - self.trim.max(0.0));
+                    .is_some_and(|k| (s.in_flight as f64) < k - self.trim);
             let queue_shown = (full || saturated_now)
                 && (self.stands_out() || self.tail.saturated())
                 && !below_knee;
@@ -1261,8 +1261,7 @@ impl Estimator {
         if !self.confirmed() || self.probe.is_some() || self.slowing {
             self.trim = 0.0;
             self.tail = TailVerdict::default();
-            self.tail_count = (0.0, 0.0);
-            self.tail_from = s.now.saturating_add(b as Nanos);
+            self.restart_tail_count(s.now, b);
             return;
         }
         let Some(threshold) = self.low_tail.threshold() else {
@@ -1272,8 +1271,7 @@ impl Estimator {
         // not the queue the ceiling keeps: count from a latency after it drained.
         let ceiling = self.learned().ceiling.unwrap_or(u64::MAX);
         if s.in_flight > ceiling.saturating_add(ceiling / 8 + 2) {
-            self.tail_count = (0.0, 0.0);
-            self.tail_from = s.now.saturating_add(b as Nanos);
+            self.restart_tail_count(s.now, b);
             return;
         }
         if !held || latencies.is_empty() || s.now < self.tail_from {
@@ -1288,21 +1286,24 @@ impl Estimator {
         }
         let share = below / n;
         let binomial = |p: f64| TAIL_SIGMAS * (p * (1.0 - p) / n).sqrt();
+        // Below this share the queue stands out of the noise of the share with none.
         let none = self.low_tail.share_below(threshold);
-        let queue_of = |share: f64, tail: &mut LowTail| {
-            tail.delay_for_share(share)
+        let queue_line = none - binomial(none);
+        let mut queue_of = |share: f64| {
+            self.low_tail
+                .delay_for_share(share)
                 .map_or(0.0, |d| d as f64 / 1e9 * x)
         };
+        let resolution = queue_of(queue_line.max(0.0));
+        let queue = queue_of(share);
         // The queue the ceiling intends, and at least the one the share can tell from none.
         let intended = ceiling_headroom(k)
             .min(refill_headroom(self.offered_load))
             .max(1.0);
-        let resolution = queue_of((none - binomial(none)).max(0.0), &mut self.low_tail);
         let target = intended.max(resolution);
-        let queue = queue_of(share, &mut self.low_tail);
         self.tail = TailVerdict {
             judged: true,
-            queue: share < none - binomial(none),
+            queue: share < queue_line,
             short: queue < intended,
         };
         let moved = if self.tail.queue && queue > target {
@@ -1325,9 +1326,15 @@ impl Estimator {
             n >= TAIL_MOST_SAMPLES
         };
         if moved {
-            self.tail_count = (0.0, 0.0);
-            self.tail_from = s.now.saturating_add(b as Nanos);
+            self.restart_tail_count(s.now, b);
         }
+    }
+
+    /// The low tail counts afresh, from a base latency `b` after `now`: the latencies of
+    /// requests admitted under the ceiling of now.
+    fn restart_tail_count(&mut self, now: Nanos, b: f64) {
+        self.tail_count = (0.0, 0.0);
+        self.tail_from = now.saturating_add(b as Nanos);
     }
 
     fn update_probe(&mut self, s: &TickSample) {
