@@ -98,7 +98,9 @@ impl LowTail {
         self.sorted_valid = false;
     }
 
-    /// Forgets every clean latency (the service changed speed: they describe one that is gone).
+    /// Forgets every clean latency, for a caller that knows they describe a service that is gone
+    /// (the capacity estimator does not call it: its ring is replaced by the next 4,096 clean
+    /// latencies).
     pub fn clear(&mut self) {
         self.ring.clear();
         self.next = 0;
@@ -132,8 +134,9 @@ impl LowTail {
         if sorted.len() < MIN_CLEAN_SAMPLES {
             return None;
         }
-        let rank = ((sorted.len() as f64 * LOW_QUANTILE) as usize).min(sorted.len() - 1);
-        Some(sorted[rank - usize::from(rank > 0)])
+        // The ⌊n × q⌋-th quickest (q < 1, so never past the end).
+        let rank = (sorted.len() as f64 * LOW_QUANTILE) as usize;
+        Some(sorted[rank.saturating_sub(1)])
     }
 
     /// The share of the clean latencies at or below `latency`.
