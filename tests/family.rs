@@ -546,7 +546,7 @@ fn a_static_limit_told_the_workers_converges_at_once_despite_the_noise_of_late_a
         &mut |_| {},
     );
     let step = spec.step_window_ms();
-    let late_windows = slices_within_step(&reference, &step)
+    let late_windows = family::slices_within(&reference, &step)
         .filter(|t| !sluicegate::sim::metrics::p99_within_slo(answered(t), u64::from(t.late)))
         .count();
     assert!(
@@ -562,15 +562,6 @@ fn a_static_limit_told_the_workers_converges_at_once_despite_the_noise_of_late_a
 
 fn answered(t: &TimelineSample) -> u64 {
     u64::from(t.answered_urgent) + u64::from(t.answered_non_urgent)
-}
-
-fn slices_within_step<'a>(
-    s: &'a StrategyReport,
-    step: &'a std::ops::Range<u64>,
-) -> impl Iterator<Item = &'a TimelineSample> {
-    s.timeline
-        .iter()
-        .filter(move |t| t.t_ms >= step.start && t.t_ms + SLICE_MS <= step.end)
 }
 
 #[test]

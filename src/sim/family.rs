@@ -535,7 +535,7 @@ pub fn run_family(
 // ---------------------------------------------------------------------------------------------------
 
 /// The slices of `s` that lie wholly within `window` (milliseconds since the run began).
-fn slices_within<'s>(
+pub fn slices_within<'s>(
     s: &'s StrategyReport,
     window: &Range<u64>,
 ) -> impl Iterator<Item = &'s TimelineSample> + 's {
@@ -564,9 +564,9 @@ pub fn convergence_window_slices(capacity_rps: f64, step_slices: usize) -> usize
 /// phase) the strategy had converged: the start of the first slice from which every window of
 /// [`convergence_window_slices`] consecutive slices wholly within the step answered in time at
 /// least 0.9·C's worth of the window and kept its p99 within the SLO, allowing for the noise of
-/// a count of late answers ([`tail_within_slo_or_noise`]), minus the start of the step. `Some(0.0)` if the windows from the
-/// first slice of the step on all qualify; `None` if the last window does not (or the step holds
-/// no whole slice).
+/// a count of late answers ([`tail_within_slo_or_noise`]), minus the start of the step.
+/// `Some(0.0)` if the windows from the first slice of the step on all qualify; `None` if the last
+/// window does not (or the step holds no whole slice).
 ///
 /// Windows rather than single slices: on a backend answering 20 requests a slice, a slice's p99 is
 /// its slowest answer and its count is Poisson noise, so even a limit that is right from the first
