@@ -59,8 +59,7 @@ fn answered_by_part(report: &StrategyReport, window: &std::ops::Range<u64>) -> [
         .filter(|t: &&TimelineSample| window.contains(&t.t_ms));
     for t in within {
         let part = usize::try_from((t.t_ms - window.start) / part_ms).unwrap_or(PARTS - 1);
-        parts[part.min(PARTS - 1)] +=
-            u64::from(t.answered_urgent) + u64::from(t.answered_non_urgent);
+        parts[part.min(PARTS - 1)] += t.answered();
     }
     parts
 }

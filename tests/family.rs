@@ -547,7 +547,7 @@ fn a_static_limit_told_the_workers_converges_at_once_despite_the_noise_of_late_a
     );
     let step = spec.step_window_ms();
     let late_windows = family::slices_within(&reference, &step)
-        .filter(|t| !sluicegate::sim::metrics::p99_within_slo(answered(t), u64::from(t.late)))
+        .filter(|t| !sluicegate::sim::metrics::p99_within_slo(t.answered(), u64::from(t.late)))
         .count();
     assert!(
         late_windows > 0,
@@ -558,10 +558,6 @@ fn a_static_limit_told_the_workers_converges_at_once_despite_the_noise_of_late_a
         Some(0.0),
         "{late_windows} slices over 1 % late"
     );
-}
-
-fn answered(t: &TimelineSample) -> u64 {
-    u64::from(t.answered_urgent) + u64::from(t.answered_non_urgent)
 }
 
 #[test]

@@ -585,10 +585,7 @@ pub fn convergence_ms(s: &StrategyReport, capacity_rps: f64, step: Range<u64>) -
     let needed = CONVERGED_GOODPUT * capacity_rps * (len as u64 * SLICE_MS) as f64 / 1e3;
     let good = |window: &[&TimelineSample]| {
         let (answered, late) = window.iter().fold((0u64, 0u64), |(a, l), t| {
-            (
-                a + u64::from(t.answered_urgent) + u64::from(t.answered_non_urgent),
-                l + u64::from(t.late),
-            )
+            (a + t.answered(), l + u64::from(t.late))
         });
         answered > 0 && answered as f64 >= needed && tail_within_slo_or_noise(answered, late)
     };

@@ -95,6 +95,13 @@ pub struct TimelineSample {
     pub memory_ratio: f64,
 }
 
+impl TimelineSample {
+    /// Requests answered in time in the slice, urgent and non-urgent.
+    pub fn answered(&self) -> u64 {
+        u64::from(self.answered_urgent) + u64::from(self.answered_non_urgent)
+    }
+}
+
 /// Whether `answered` requests of which `late` were slower than the SLO have a p99 within it: the
 /// ⌈0.99·n⌉-th fastest answer (the p99 of [`TimelineSample::p99_ms`]) is not late. Counts of slices
 /// add up, so this holds for any window of them.
