@@ -489,10 +489,18 @@ fn push_round(rounds: &mut VecDeque<f64>, mean: f64) {
     rounds.push_back(mean);
 }
 
+/// The queue the ceiling intends above a knee `k` known exactly, with `load` requests offered at
+/// the ceiling per completion: the smaller of [`ceiling_headroom`] and [`refill_headroom`]. The
+/// confirmed ceiling allows for the knee's error besides ([`knee_headroom`]); the low tail
+/// judges the queue it sees against this one.
+fn intended_queue(k: f64, load: f64) -> f64 {
+    ceiling_headroom(k).min(refill_headroom(load))
+}
+
 /// Requests the ceiling allows above a confirmed knee `k` known to a relative standard error
 /// `noise` ([`Learned::knee_noise`]) with `load` requests offered at the ceiling per completion
-/// ([`Learned::offered_load`]): the smaller of [`ceiling_headroom`] and [`refill_headroom`], and
-/// [`KNEE_SIGMAS`] of the knee's error, added in quadrature.
+/// ([`Learned::offered_load`]): the queue it intends (the smaller of [`ceiling_headroom`] and
+/// [`refill_headroom`]) and [`KNEE_SIGMAS`] of the knee's error, added in quadrature.
 ///
 /// Why the error: a ceiling below the service's parallelism holds it below its capacity, and the
 /// estimates cannot see it (a throttled service is as consistent with Little's law as a saturated
@@ -506,7 +514,7 @@ fn push_round(rounds: &mut VecDeque<f64>, mean: f64) {
 pub fn knee_headroom(k: f64, noise: f64, load: f64) -> f64 {
     let k = k.max(0.0);
     let error = KNEE_SIGMAS * noise.max(0.0) * k;
-    ceiling_headroom(k).min(refill_headroom(load)).hypot(error)
+    intended_queue(k, load).hypot(error)
 }
 
 /// The in-flight ceiling over a knee `k` confirmed saturated, known to a relative standard
@@ -761,7 +769,8 @@ struct TailVerdict {
     judged: bool,
     /// A queue, out of the noise of the share.
     queue: bool,
-    /// Less queue than the ceiling intends, out of that noise.
+    /// Less queue than the ceiling intends, as the share reads it (the point estimate: a share
+    /// within the noise of none reads as little or no queue).
     short: bool,
 }
 
@@ -1297,9 +1306,7 @@ impl Estimator {
         let resolution = queue_of(queue_line.max(0.0));
         let queue = queue_of(share);
         // The queue the ceiling intends, and at least the one the share can tell from none.
-        let intended = ceiling_headroom(k)
-            .min(refill_headroom(self.offered_load))
-            .max(1.0);
+        let intended = intended_queue(k, self.offered_load).max(1.0);
         let target = intended.max(resolution);
         self.tail = TailVerdict {
             judged: true,
