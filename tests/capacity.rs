@@ -426,16 +426,34 @@ fn a_gate_started_into_a_flood_settles_on_the_true_knee_within_twenty_seconds() 
 }
 
 #[test]
-#[ignore = "known limitation (issue 5 notes): a flood of twice the capacity of 20 workers takes \
-            2.5 s to fill the unlearned ceiling (1000); until it refuses, nothing tells its queue \
-            from a slow service's latency, and the probe that follows waits for 1,000 requests in \
-            flight to complete (2.5 s) before measuring: the base is right at about 8 s, not 5 s"]
 fn a_gate_started_into_a_flood_learns_its_base_latency_within_a_few_seconds() {
+    // Twice and three times the capacity of 20 workers never reach the unlearned ceiling (1,000)
+    // in five seconds; the queue shows in the latency the requests in flight imply, climbing
+    // tick after tick with their count, and that calls for the probe before the start-up ends.
+    // (Waiting for the ceiling to refuse, the base was right at about 8 s: 2.5 s to fill the
+    // ceiling, 2.5 s more to drain it.)
     for load in [2.0, 3.0] {
         let run = started_into_a_flood(load);
         let trace = run.show(0.0);
         assert!(near(run.base(), 0.050, 0.05), "{load}×: {trace}");
         assert!((19..=21).contains(&run.knee()), "{load}×: {trace}");
+    }
+}
+
+#[test]
+#[ignore = "known limitation (issue 5 notes): at 1.1 and 1.5 times the capacity of 20 workers \
+            the queue grows by 4 and 20 requests a tick, within the noise of a tick's count; \
+            the start-up's rounds measure the queue as they go, and the gate settles on it: at \
+            1.1x a base of 148 ms for a 50 ms service, the ceiling holding 75 in flight for 20 \
+            workers; at 1.5x 823 ms when it settles, 1.5 s five seconds in; nothing calls for a \
+            probe before the base window (10 s)"]
+fn a_gate_started_into_a_slow_flood_on_a_small_service_learns_its_base_latency_within_a_few_seconds(
+) {
+    for load in [1.1, 1.5] {
+        let run = started_into_a_flood(load);
+        let trace = run.show(0.0);
+        assert!(near(run.base(), 0.050, 0.10), "{load}×: {trace}");
+        assert!((19..=22).contains(&run.knee()), "{load}×: {trace}");
     }
 }
 
@@ -933,6 +951,112 @@ fn a_base_learned_low_is_corrected_by_the_rounds_of_a_usual_load_that_nothing_tu
         "{learned:?}"
     );
     assert_eq!(learned.knee, Some(20), "{learned:?}");
+}
+
+#[test]
+fn a_gate_started_into_a_slight_overload_probes_while_its_queue_still_grows_not_after_the_start_up()
+{
+    // 64 workers at 20 ms, started at 1.1 times their capacity (the `hover` scenario): the
+    // unlearned ceiling (1,000) is far off, and the start-up lasts five latencies of a latency
+    // that climbs with the queue. The requests in flight grow by a hundred a tick while the
+    // completions stay level, so the latency they imply by Little's law climbs tick after tick:
+    // that is a flood whatever the start-up's rounds say. (Probed only after the start-up, on the
+    // fifth tick, the flood had put 630 requests in flight for 64 workers, and a first second of
+    // late answers took the scenario's p99 past its SLO.)
+    let mut e = Estimator::new();
+    for (i, (completed, latency_ms, in_flight)) in
+        (1..).zip([(255, 20, 102), (276, 42, 198), (276, 75, 322)])
+    {
+        e.observe(&tick_of(i, completed, latency_ms, in_flight, false));
+    }
+    let learned = e.learned();
+    assert!(learned.probing, "{learned:?}");
+    // Its ceiling is a share of the knee from the lowest latency seen (the one least inflated by
+    // the queue) and the best rate: below the 64 workers, so that the queue drains.
+    let knee = 2760.0 * 0.020;
+    assert_eq!(
+        learned.ceiling,
+        Some((PROBE_DEPTH * knee) as u64),
+        "{learned:?}"
+    );
+}
+
+#[test]
+fn a_pipeline_filling_at_the_usual_load_is_no_flood_though_its_requests_in_flight_grow() {
+    // 1,000 workers at 100 ms (exponential), started at half their capacity: the requests in
+    // flight grow by more than their noise while the pipeline fills, but the completions rise
+    // with them, so the latency Little's law implies falls from the first tick's lagging rate
+    // towards the service's: nothing climbs.
+    let ticks = [
+        (184, 37, 316),
+        (384, 58, 432),
+        (457, 75, 475),
+        (484, 88, 491),
+        (494, 95, 497),
+        (498, 98, 499),
+        (500, 100, 500),
+        (500, 100, 500),
+    ];
+    let mut e = Estimator::new();
+    for (i, (completed, latency_ms, in_flight)) in (1..).zip(ticks) {
+        e.observe(&tick_of(i, completed, latency_ms, in_flight, false));
+        assert_eq!(e.learned().probes, 0, "tick {i}: {:?}", e.learned());
+    }
+}
+
+#[test]
+fn a_slow_services_first_quick_completions_are_no_measure_of_a_climb() {
+    // 100 workers at 500 ms (exponential), started at half their capacity: the first ticks
+    // complete a request or two, the quickest of those sent (8 ms), while the pipeline fills by
+    // several requests a tick. Against that first latency the filling pipeline is a climb of
+    // two hundred times; against the mean of the first fifty latencies it is none. (Measured
+    // against the lowest tick, a warm-up like this one probed with a ceiling of one request, and
+    // the probe's rounds of fifty latencies then took the rest of the run: 0.15 of the capacity
+    // answered at twice it.)
+    let ticks = [
+        (1, 8, 6),
+        (1, 40, 14),
+        (1, 60, 20),
+        (1, 90, 34),
+        (3, 120, 40),
+        (5, 150, 44),
+        (7, 200, 47),
+        (8, 250, 49),
+        (9, 300, 50),
+        (10, 400, 50),
+        (10, 450, 50),
+        (10, 500, 50),
+        (10, 500, 50),
+    ];
+    let mut e = Estimator::new();
+    for (i, (completed, latency_ms, in_flight)) in (1..).zip(ticks) {
+        e.observe(&tick_of(i, completed, latency_ms, in_flight, false));
+        assert_eq!(e.learned().probes, 0, "tick {i}: {:?}", e.learned());
+    }
+}
+
+#[test]
+fn a_burst_at_the_usual_load_of_a_small_service_is_no_flood_before_settling() {
+    // 10 workers at 50 ms, at half their capacity (about 5 in flight): a burst of arrivals takes
+    // the requests in flight to 9 and then 18 on two ticks in a row, the latency they imply
+    // rising with them, while the completions have yet to catch up. Nine requests from nine is
+    // three standard deviations of the count, but four from five was not: on a count this small
+    // one tick's jump is a burst, and a flood grows out of its noise on every tick. (Taken for a
+    // flood, the start-up probe held one request in flight for seconds: 0.81 of the capacity
+    // answered at twice it.)
+    let mut ticks = vec![(10, 45, 5); 6];
+    ticks.extend([
+        (7, 50, 5),
+        (7, 50, 9),
+        (7, 50, 18),
+        (12, 60, 12),
+        (10, 55, 6),
+    ]);
+    let mut e = Estimator::new();
+    for (i, (completed, latency_ms, in_flight)) in (1..).zip(ticks) {
+        e.observe(&tick_of(i, completed, latency_ms, in_flight, false));
+        assert_eq!(e.learned().probes, 0, "tick {i}: {:?}", e.learned());
+    }
 }
 
 /// Ticks of a service at 400 rps and 50 ms with 20 in flight, until its first clean round and no
