@@ -1654,7 +1654,18 @@ impl Estimator {
                     } else {
                         knee as f64
                     };
-                    ((from * depth) as u64).max(1)
+                    let ceiling = ((from * depth) as u64).max(1);
+                    // A flood that filled the unlearned ceiling in the first milliseconds leaves
+                    // no latency without its queue, and a knee from them may be above the
+                    // requests in flight: a probe there would drain nothing and measure the
+                    // queue as the base (50 workers at 1 ms, started at 5x: a probe's ceiling of
+                    // 1,301, above the unlearned 1,000, and a base of 90 ms). Halve them instead;
+                    // the probes that follow go deeper while each finds a clearly lower base.
+                    if cold && ceiling >= s.in_flight {
+                        (s.in_flight / 2).max(1)
+                    } else {
+                        ceiling
+                    }
                 },
                 depth,
                 completed: 0,

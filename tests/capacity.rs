@@ -1059,6 +1059,23 @@ fn a_burst_at_the_usual_load_of_a_small_service_is_no_flood_before_settling() {
     }
 }
 
+#[test]
+fn a_cold_probe_whose_knee_is_all_queue_halves_the_requests_in_flight_instead() {
+    // 50 workers at 1 ms, started into five times their capacity: the unlearned ceiling (1,000)
+    // fills in the first milliseconds, so the first latencies are all queue (55 ms for a 1 ms
+    // service), and the knee from them (26,000 a second × 55 ms) is above the requests in
+    // flight. A probe at a share of it would drain nothing and measure the queue as the base.
+    // (It did: the probe's ceiling rose to 1,301, above the unlearned one, and the gate settled
+    // on 90 ms; 0.28 of the capacity answered in time.) It halves the requests in flight
+    // instead, and the probes that follow go deeper while each finds a clearly lower base.
+    let mut e = Estimator::new();
+    e.observe(&tick_of(1, 1747, 55, 1000, true));
+    e.observe(&tick_of(2, 2620, 57, 1001, true));
+    let learned = e.learned();
+    assert!(learned.probing, "{learned:?}");
+    assert_eq!(learned.ceiling, Some(500), "{learned:?}");
+}
+
 /// Ticks of a service at 400 rps and 50 ms with 20 in flight, until its first clean round and no
 /// further: past its start-up, not yet settled.
 fn just_past_the_start() -> (Estimator, u64) {

@@ -1,0 +1,161 @@
+//! A gate started cold into an overload: every backend of the family (`sluicegate::sim::family`)
+//! at 1.1x, 1.5x, 2x and 5x its capacity from the first request, with no warm-up (the family's
+//! step scenario without its first phase), for `sluicegate-auto` against a static in-flight limit
+//! told the workers (`concurrency-limit`) and Netflix's Gradient2 (`gradient2`, which starts at a
+//! limit of 20 whatever the service).
+//!
+//! This is a service restarted during a peak: the gate knows nothing yet, so until it has learned
+//! a ceiling only the unlearned one (1,000 in flight) stands, and the first latencies it measures
+//! already hold the flood's queue. The family's own scenarios all begin with a warm-up at the
+//! usual load and never show it; `hover` (1.1x from the first request) is the one built-in
+//! scenario that starts this way.
+//!
+//! Each cell is goodput / p99 in ms on one seed; the last lines are the means over every run and
+//! the count of runs whose p99 is past the scenario's SLO (five service times). Every run is in
+//! virtual time: the same seeds print the same figures.
+//!
+//! ```sh
+//! cargo run --release --example sim_cold_start                 # seeds 1 to 3
+//! cargo run --release --example sim_cold_start -- --seeds 6    # seeds 1 to 6
+//! ```
+
+use std::process::ExitCode;
+
+use sluicegate::sim::family;
+use sluicegate::sim::metrics::StrategyReport;
+use sluicegate::sim::{run_gate, run_strategy, ConcurrencyLimit, Gradient2, Scenario};
+use sluicegate::Config;
+
+const USAGE: &str = "usage: sim_cold_start [--seeds N]";
+
+/// The overloads the gate is started into, as multiples of the capacity.
+const LOADS: [f64; 4] = [1.1, 1.5, 2.0, 5.0];
+
+fn seeds() -> Result<u64, String> {
+    let mut seeds = 3;
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--seeds" => {
+                seeds = it
+                    .next()
+                    .ok_or(format!("--seeds needs a value\n{USAGE}"))?
+                    .parse::<u64>()
+                    .map_err(|e| format!("--seeds: {e}"))?
+                    .max(1);
+            }
+            "-h" | "--help" => return Err(USAGE.to_owned()),
+            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
+        }
+    }
+    Ok(seeds)
+}
+
+/// One strategy's goodput and p99 over the runs so far, and how many p99s were past the SLO.
+#[derive(Default)]
+struct Tally {
+    goodput: f64,
+    late: u32,
+    runs: u32,
+}
+
+impl Tally {
+    /// Adds a run; returns its cell.
+    fn add(&mut self, report: &StrategyReport, slo_ms: f64) -> String {
+        let p99 = report.p99_ms.unwrap_or(0.0);
+        self.goodput += report.goodput_ratio;
+        self.runs += 1;
+        if p99 > slo_ms {
+            self.late += 1;
+        }
+        format!("{:.3} / {p99:.0}", report.goodput_ratio)
+    }
+
+    fn mean(&self) -> f64 {
+        self.goodput / f64::from(self.runs.max(1))
+    }
+}
+
+/// The step scenario of `spec` at `load`, without its warm-up.
+fn cold(spec: &family::BackendSpec, load: f64) -> Scenario {
+    let mut scenario = family::step_scenario(spec, load);
+    scenario.phases.remove(0);
+    scenario
+}
+
+fn main() -> ExitCode {
+    let seeds = match seeds() {
+        Ok(seeds) => seeds,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+    println!("# A gate started cold into an overload, seeds 1 to {seeds}\n");
+    println!(
+        "Goodput / p99 ms of `sluicegate-auto`, `concurrency-limit` told W, and `gradient2`.\n"
+    );
+    println!(
+        "| backend | load | SLO ms | seed | sluicegate-auto | concurrency-limit | gradient2 |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    let (mut auto, mut reference, mut gradient) =
+        (Tally::default(), Tally::default(), Tally::default());
+    for spec in family::backends() {
+        for load in LOADS {
+            let scenario = cold(&spec, load);
+            let workers = u64::from(scenario.backend.workers);
+            let slo_ms = scenario.clients.slo.as_secs_f64() * 1e3;
+            for seed in 1..=seeds {
+                let ours = match run_gate(
+                    &scenario,
+                    seed,
+                    family::AUTO,
+                    Config::default(),
+                    &mut |_| {},
+                ) {
+                    Ok(report) => report,
+                    Err(e) => {
+                        eprintln!("{}: {e}", scenario.name);
+                        return ExitCode::FAILURE;
+                    }
+                };
+                let limit = run_strategy(
+                    &scenario,
+                    seed,
+                    "concurrency-limit",
+                    &mut ConcurrencyLimit::new(workers),
+                    &mut |_| {},
+                );
+                let gradient2 = run_strategy(
+                    &scenario,
+                    seed,
+                    "gradient2",
+                    &mut Gradient2::new(),
+                    &mut |_| {},
+                );
+                println!(
+                    "| {} | {load}x | {slo_ms:.0} | {seed} | {} | {} | {} |",
+                    spec.label(),
+                    auto.add(&ours, slo_ms),
+                    reference.add(&limit, slo_ms),
+                    gradient.add(&gradient2, slo_ms),
+                );
+            }
+        }
+    }
+    println!();
+    for (name, tally) in [
+        ("sluicegate-auto", &auto),
+        ("concurrency-limit", &reference),
+        ("gradient2", &gradient),
+    ] {
+        println!(
+            "{name}: mean goodput {:.4} over {} runs; p99 past the SLO in {}",
+            tally.mean(),
+            tally.runs,
+            tally.late
+        );
+    }
+    ExitCode::SUCCESS
+}
