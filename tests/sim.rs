@@ -985,6 +985,32 @@ fn every_builtin_scenario_runs_at_full_length() {
     }
 }
 
+/// The p99 bar of issue 5 on the built-in scenarios: the auto gate answers within the SLO at the
+/// 99th percentile wherever the service allows it, that is wherever a static in-flight limit told
+/// the workers does (`slow-backend` and `heavy-tail` are services whose own p99 is past their SLO).
+/// `hover`, which starts at 1.1 times the capacity from the first request, missed it until the
+/// gate probed a climb that keeps growing before its start-up ended (p99 111.9 ms, now 97.8).
+#[test]
+#[ignore = "full-length runs; use --release"]
+fn the_auto_gate_keeps_every_builtin_scenario_within_its_slo_where_a_static_limit_does() {
+    for name in Scenario::builtin_names() {
+        let Some(s) = Scenario::builtin(name) else {
+            panic!("{name} does not parse")
+        };
+        let slo_ms = s.clients.slo.as_secs_f64() * 1e3;
+        let report = run_all(&s);
+        let reference = by_name(&report, "concurrency-limit")
+            .p99_ms
+            .unwrap_or(f64::MAX);
+        let auto = by_name(&report, "sluicegate-auto")
+            .p99_ms
+            .unwrap_or(f64::MAX);
+        if reference <= slo_ms {
+            assert!(auto <= slo_ms, "{name}: p99 {auto} ms, SLO {slo_ms} ms");
+        }
+    }
+}
+
 /// The heavy-tail scenario (5 % of requests 20 times slower) under the auto gate. Its rate is
 /// noisy: a single tick fell a fifth below the highest rate of the window now and then, which
 /// read as a slower service, and each probe that followed measured the base on one round of a
