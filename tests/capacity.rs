@@ -1008,11 +1008,13 @@ fn a_pipeline_filling_at_the_usual_load_is_no_flood_though_its_requests_in_fligh
 fn a_slow_services_first_quick_completions_are_no_measure_of_a_climb() {
     // 100 workers at 500 ms (exponential), started at half their capacity: the first ticks
     // complete a request or two, the quickest of those sent (8 ms), while the pipeline fills by
-    // several requests a tick. Against that first latency the filling pipeline is a climb of
-    // two hundred times; against the mean of the first fifty latencies it is none. (Measured
-    // against the lowest tick, a warm-up like this one probed with a ceiling of one request, and
-    // the probe's rounds of fifty latencies then took the rest of the run: 0.15 of the capacity
-    // answered at twice it.)
+    // several requests a tick and the latency the requests in flight imply rises with it.
+    // Against that first latency the filling pipeline is a climb of two hundred times, so the
+    // level alone tells nothing; the climb is measured against the mean of the first fifty
+    // latencies, and must grow out of the count's noise on every tick, which a fill's slowing
+    // growth does not. (With the lowest tick for reference and the growth counted over the run,
+    // a warm-up like this one probed with a ceiling of one request, and the probe's rounds of
+    // fifty latencies then took the rest of the run: 0.15 of the capacity answered at twice it.)
     let ticks = [
         (1, 8, 6),
         (1, 40, 14),
