@@ -370,6 +370,9 @@ struct Monitor {
     memory: MemoryFit,
     /// Urgent requests in flight on average (urgent rate × latency).
     urgent_need: f64,
+    /// Urgent requests in flight at the service's own latency (urgent rate × base latency, once
+    /// settled): whether urgent demand alone fills the working level, queue or no queue.
+    urgent_fill: f64,
     /// Whether the config holds the in-flight ceiling below the learned one.
     ceiling_bounded: bool,
     /// The level urgent requests may enter up to while an excess above a lowered ceiling drains
@@ -620,6 +623,7 @@ impl<C: Clock> GateBuilder<C> {
                 thresholds: Thresholds::unlearned(&settings.config),
                 memory: MemoryFit::default(),
                 urgent_need: 0.0,
+                urgent_fill: 0.0,
                 ceiling_bounded: false,
             }),
             settings: ArcSwap::from_pointee(settings),
@@ -1841,6 +1845,12 @@ impl<C: Clock> Inner<C> {
                 let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
                 // Quick to grow, slow to shrink: urgent bursts must find room.
                 m.urgent_need = (urgent_rate * latency).max(m.urgent_need * 0.9);
+                let own = m
+                    .estimator
+                    .base_latency()
+                    .filter(|_| learned.settled)
+                    .map_or(latency, |b| b / 1e9);
+                m.urgent_fill = (urgent_rate * own).max(m.urgent_fill * 0.9);
             }
             m.last_tick = now;
             m.last_totals = totals;
@@ -2000,8 +2010,13 @@ impl<C: Clock> Inner<C> {
         // their own, limited at the ceiling anyway, and an excess kept for them is a queue every
         // request waits in.
         let in_flight = self.in_flight.current();
+        // Whether urgent demand alone fills the working level: at the service's own latency, not
+        // at the latency of now, which holds the very excess being drained (judged at it, urgent
+        // demand at half the capacity "filled" a lowered ceiling, and every urgent request was
+        // refused while the excess drained: 100 workers at 500 ms, 1.5x, three ticks).
+        let fills = m.urgent_fill >= working as f64;
         let ceiling = if g.max_in_flight.is_auto() && in_flight > ceiling {
-            let level = if left <= 0.0 {
+            let level = if fills {
                 ceiling
             } else if m.urgent_drain > ceiling {
                 m.urgent_drain.min(in_flight)

@@ -662,6 +662,55 @@ fn urgent_requests_are_not_refused_while_the_excess_of_a_lowered_ceiling_drains(
 }
 
 #[test]
+fn urgent_requests_keep_the_drain_of_a_lowered_ceiling_though_the_queue_inflates_their_latency() {
+    // As above, but at a calm load of 0.9 of the capacity, 0.6 of it urgent: the unconfirmed
+    // ceiling is near twice the workers, so when the capacity is confirmed the requests in
+    // flight wait behind a queue nearly as long as the service's own latency. Urgent demand at
+    // that latency (1,200/s × about 96 ms) is more than the working level (110); at the
+    // service's own latency (× 50 ms) it is 60 requests. Judged at the queue's latency, urgent
+    // demand "filled the working level" and no excess was kept for it: the limit fell to the
+    // ceiling below the requests in flight (112 for 116), and urgent requests were refused while
+    // the excess drained (in the family, 100 workers at 500 ms, 1.5x: 18, 8 and 10 urgent
+    // requests refused and none admitted on three ticks in a row).
+    let (gate, clock, _) = gate_with(with_reports_non_urgent());
+    let mut service = Service::new(&gate, &clock, 100, SERVICE);
+    let mut streams = vec![
+        Stream::new(Request::url("/pay"), 1200.0),
+        Stream::new(Request::url("/report/monthly"), 600.0),
+    ];
+    let mut log = Log::default();
+    service.run(&mut streams, 5.0, log.keep());
+    streams[1].rate = 12_000.0;
+    let mut waited = 0;
+    while !gate.snapshot().learned.confirmed {
+        service.run(&mut streams, 0.1, log.keep());
+        waited += 1;
+        assert!(waited < 20, "never confirmed: {}", log.show(5.0));
+    }
+    let at = gate.snapshot();
+    let excess = at
+        .in_flight
+        .saturating_sub(at.learned.ceiling.unwrap_or(u64::MAX));
+    assert!(excess >= 30, "no excess to drain: {}", show(&at));
+    // While the excess drains (two ticks: the service is quick), the in-flight limit holds the
+    // requests in flight: the slots the excess frees are the urgent requests'.
+    service.run(&mut streams, 0.2, log.keep());
+    let trace = log.show(5.0);
+    let draining: Vec<&Snapshot> = log
+        .since(at.at.as_secs_f64())
+        .filter(|s| s.in_flight > s.learned.ceiling.unwrap_or(u64::MAX) + 2)
+        .collect();
+    assert!(!draining.is_empty(), "{trace}");
+    for s in draining {
+        assert!(
+            s.limits.max_in_flight >= s.in_flight,
+            "{}\n{trace}",
+            show(s)
+        );
+    }
+}
+
+#[test]
 fn an_urgent_flood_lands_on_the_learned_ceiling_within_a_few_ticks() {
     let (gate, clock, _) = gate_with(with_reports_non_urgent());
     let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);

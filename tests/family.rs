@@ -1015,8 +1015,10 @@ fn in_overload_the_auto_gate_keeps_the_capacity_of_a_slow_spread_out_backend_on_
 /// goodput 0.9634 against a static limit's 0.9638). Session 13 judges a convergence window's
 /// late answers with their noise (seeds 2 to 4: 227, 222, 223; 1 to 8: 1,802), then trims the
 /// ceiling by the low tail of latency (230, 223, 223; 1 to 8: 1,813, 10 more bars of goodput
-/// against a static limit).
-const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 230), (3, 223), (4, 223)];
+/// against a static limit). Session 15 judges whether urgent demand alone fills the working level
+/// at the service's own latency, not at a queue's (seed 4: 225, the urgent success of 200 rps at
+/// 500 ms, 1.5x, and the convergence of 200 rps at 50 ms, 5x; 1 to 8: 1,815).
+const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 230), (3, 223), (4, 225)];
 
 /// How far below its target a goodput bar may be missed on any seed. A count of bars hides a
 /// bar missed by a wide margin: session 6 found seeds 2 and 4 with 0.31 to 0.45 less goodput
