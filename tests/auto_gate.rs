@@ -622,20 +622,22 @@ fn urgent_requests_get_in_while_non_urgent_requests_flood_at_the_ceiling() {
     );
 }
 
-#[test]
-fn urgent_requests_are_not_refused_while_the_excess_of_a_lowered_ceiling_drains() {
-    // A non-urgent flood first meets the ceiling of an unconfirmed capacity (twice the knee seen
-    // at the calm load); once the queue confirms the capacity the ceiling falls to the knee, below
-    // the requests already in flight. Urgent requests keep the slots that excess frees.
-    let (gate, clock, _) = gate_with(with_reports_non_urgent());
-    // 100 workers × 50 ms: 2000/s. At the calm load (1400/s) the knee seen is about 70, and the
-    // unconfirmed ceiling twice that.
-    let mut service = Service::new(&gate, &clock, 100, SERVICE);
+/// 100 workers × 50 ms (2,000/s) at a calm load of `urgent` urgent and `non_urgent` non-urgent
+/// requests a second for 5 s, then a non-urgent flood (12,000/s) until the capacity is confirmed
+/// and the ceiling falls below the requests in flight (by 30 or more; asserted). Returns the
+/// service, its streams (urgent first) and the snapshot of that tick.
+fn flooded_until_the_ceiling_falls<'g>(
+    gate: &'g Gate<ManualClock>,
+    clock: &ManualClock,
+    urgent: f64,
+    non_urgent: f64,
+    log: &mut Log,
+) -> (Service<'g>, Vec<Stream>, Snapshot) {
+    let mut service = Service::new(gate, clock, 100, SERVICE);
     let mut streams = vec![
-        Stream::new(Request::url("/pay"), 200.0),
-        Stream::new(Request::url("/report/monthly"), 1200.0),
+        Stream::new(Request::url("/pay"), urgent),
+        Stream::new(Request::url("/report/monthly"), non_urgent),
     ];
-    let mut log = Log::default();
     service.run(&mut streams, 5.0, log.keep());
     streams[1].rate = 12_000.0;
     let mut waited = 0;
@@ -645,8 +647,24 @@ fn urgent_requests_are_not_refused_while_the_excess_of_a_lowered_ceiling_drains(
         assert!(waited < 20, "never confirmed: {}", log.show(5.0));
     }
     let at = gate.snapshot();
-    let excess = at.in_flight - at.learned.ceiling.unwrap();
+    let excess = at
+        .in_flight
+        .saturating_sub(at.learned.ceiling.unwrap_or(u64::MAX));
     assert!(excess >= 30, "no excess to drain: {}", show(&at));
+    (service, streams, at)
+}
+
+#[test]
+fn urgent_requests_are_not_refused_while_the_excess_of_a_lowered_ceiling_drains() {
+    // A non-urgent flood first meets the ceiling of an unconfirmed capacity (twice the knee seen
+    // at the calm load); once the queue confirms the capacity the ceiling falls to the knee, below
+    // the requests already in flight. Urgent requests keep the slots that excess frees.
+    let (gate, clock, _) = gate_with(with_reports_non_urgent());
+    // At the calm load (1,400/s of 2,000) the knee seen is about 70, and the unconfirmed ceiling
+    // twice that.
+    let mut log = Log::default();
+    let (mut service, mut streams, _) =
+        flooded_until_the_ceiling_falls(&gate, &clock, 200.0, 1200.0, &mut log);
     let before = streams[0].tally;
     service.run(&mut streams, 1.0, log.keep());
     let urgent = streams[0].tally.since(&before);
@@ -673,25 +691,9 @@ fn urgent_requests_keep_the_drain_of_a_lowered_ceiling_though_the_queue_inflates
     // the excess drained (in the family, 100 workers at 500 ms, 1.5x: 18, 8 and 10 urgent
     // requests refused and none admitted on three ticks in a row).
     let (gate, clock, _) = gate_with(with_reports_non_urgent());
-    let mut service = Service::new(&gate, &clock, 100, SERVICE);
-    let mut streams = vec![
-        Stream::new(Request::url("/pay"), 1200.0),
-        Stream::new(Request::url("/report/monthly"), 600.0),
-    ];
     let mut log = Log::default();
-    service.run(&mut streams, 5.0, log.keep());
-    streams[1].rate = 12_000.0;
-    let mut waited = 0;
-    while !gate.snapshot().learned.confirmed {
-        service.run(&mut streams, 0.1, log.keep());
-        waited += 1;
-        assert!(waited < 20, "never confirmed: {}", log.show(5.0));
-    }
-    let at = gate.snapshot();
-    let excess = at
-        .in_flight
-        .saturating_sub(at.learned.ceiling.unwrap_or(u64::MAX));
-    assert!(excess >= 30, "no excess to drain: {}", show(&at));
+    let (mut service, mut streams, at) =
+        flooded_until_the_ceiling_falls(&gate, &clock, 1200.0, 600.0, &mut log);
     // While the excess drains (two ticks: the service is quick), the in-flight limit holds the
     // requests in flight: the slots the excess frees are the urgent requests'.
     service.run(&mut streams, 0.2, log.keep());
