@@ -21,6 +21,8 @@
 
 use std::process::ExitCode;
 
+mod common;
+
 use sluicegate::sim::family;
 use sluicegate::sim::metrics::StrategyReport;
 use sluicegate::sim::{run_gate, run_strategy, ConcurrencyLimit, Gradient2, Scenario};
@@ -30,26 +32,6 @@ const USAGE: &str = "usage: sim_cold_start [--seeds N]";
 
 /// The overloads the gate is started into, as multiples of the capacity.
 const LOADS: [f64; 4] = [1.1, 1.5, 2.0, 5.0];
-
-fn seeds() -> Result<u64, String> {
-    let mut seeds = 3;
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--seeds" => {
-                seeds = it
-                    .next()
-                    .ok_or(format!("--seeds needs a value\n{USAGE}"))?
-                    .parse::<u64>()
-                    .map_err(|e| format!("--seeds: {e}"))?
-                    .max(1);
-            }
-            "-h" | "--help" => return Err(USAGE.to_owned()),
-            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
-        }
-    }
-    Ok(seeds)
-}
 
 /// One strategy's goodput and p99 over the runs so far, and how many p99s were past the SLO.
 #[derive(Default)]
@@ -84,12 +66,9 @@ fn cold(spec: &family::BackendSpec, load: f64) -> Scenario {
 }
 
 fn main() -> ExitCode {
-    let seeds = match seeds() {
+    let seeds = match common::seeds_or_exit(USAGE, 3) {
         Ok(seeds) => seeds,
-        Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     println!("# A gate started cold into an overload, seeds 1 to {seeds}\n");
     println!(

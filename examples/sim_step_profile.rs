@@ -16,6 +16,8 @@
 
 use std::process::ExitCode;
 
+mod common;
+
 use sluicegate::sim::family::{self, BackendSpec};
 use sluicegate::sim::metrics::{StrategyReport, TimelineSample};
 use sluicegate::sim::{run_gate, run_strategy, ConcurrencyLimit};
@@ -28,26 +30,6 @@ const PARTS: usize = 10;
 
 /// The steps profiled.
 const LOADS: [f64; 3] = [2.0, 5.0, 10.0];
-
-fn seeds() -> Result<u64, String> {
-    let mut seeds = 8;
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--seeds" => {
-                seeds = it
-                    .next()
-                    .ok_or(format!("--seeds needs a value\n{USAGE}"))?
-                    .parse::<u64>()
-                    .map_err(|e| format!("--seeds: {e}"))?
-                    .max(1);
-            }
-            "-h" | "--help" => return Err(USAGE.to_owned()),
-            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
-        }
-    }
-    Ok(seeds)
-}
 
 /// Requests answered in time in each part of the step `window` (ms since the run began).
 fn answered_by_part(report: &StrategyReport, window: &std::ops::Range<u64>) -> [u64; PARTS] {
@@ -65,12 +47,9 @@ fn answered_by_part(report: &StrategyReport, window: &std::ops::Range<u64>) -> [
 }
 
 fn main() -> ExitCode {
-    let seeds = match seeds() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
+    let seeds = match common::seeds_or_exit(USAGE, 8) {
+        Ok(seeds) => seeds,
+        Err(code) => return code,
     };
     let backends: Vec<BackendSpec> = family::backends();
     println!(
