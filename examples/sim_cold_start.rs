@@ -83,7 +83,6 @@ fn main() -> ExitCode {
     for spec in family::backends() {
         for load in LOADS {
             let scenario = cold(&spec, load);
-            let workers = u64::from(scenario.backend.workers);
             let slo_ms = scenario.clients.slo.as_secs_f64() * 1e3;
             for seed in 1..=seeds {
                 let ours = match run_gate(
@@ -103,7 +102,7 @@ fn main() -> ExitCode {
                     &scenario,
                     seed,
                     "concurrency-limit",
-                    &mut ConcurrencyLimit::new(workers),
+                    &mut ConcurrencyLimit::new(scenario.concurrency_limit()),
                     &mut |_| {},
                 );
                 let gradient2 = run_strategy(
