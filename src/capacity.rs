@@ -1084,7 +1084,7 @@ impl Estimator {
             !self.settled && s.ceiling_refused && !sliver,
         );
         let saturated_now = queued && ((held && refusals_tell) || lasting);
-        if !self.settled && self.probes == 0 {
+        if self.cold_start() {
             self.cold_climb
                 .observe(s.in_flight, implied, s.latency_sum, s.latency_count);
         }
@@ -1542,8 +1542,7 @@ impl Estimator {
         // each tick of it is a tick of answers too late. Probe at once rather than after the
         // start-up and ten latencies. (Waiting, 3,200 rps started at 10x held 1,000 requests in
         // flight for 64 workers for 1.7 s: a p99 of 491 ms over the next minute, SLO 100 ms.)
-        let refused_cold =
-            !self.settled() && self.probes == 0 && self.cold_refused_ticks >= CLIMB_TICKS;
+        let refused_cold = self.cold_refused_ticks >= CLIMB_TICKS;
         // Nor wait for the start-up when a flood the unlearned ceiling does not reach shows in
         // Little's law: the latency the requests in flight imply climbs tick after tick while
         // their count grows, to several times that of the first latencies (see `ColdClimb`).
@@ -1553,8 +1552,7 @@ impl Estimator {
         // capacity had 630 requests in flight when the probe began, half a second in: 1,127 late
         // answers in the first second of `hover`, and its p99 past the SLO. Probed on the third
         // tick, at 322 in flight: 353 late answers, and the p99 within the SLO.)
-        let climbing_cold = !self.settled() && self.probes == 0 && self.cold_climb.flood();
-        let cold_flood = refused_cold || climbing_cold;
+        let cold_flood = self.cold_start() && (refused_cold || self.cold_climb.flood());
         // (Ten latencies, but for a gate that never settled the least inflated one: a flood that
         // filled the unlearned ceiling makes the latency of now mostly queue.)
         let gap_latency = if unsettled {
@@ -1863,6 +1861,12 @@ impl Estimator {
             .first_round_latency
             .is_some_and(|first| s.now.saturating_sub(since) as f64 >= CLIMB_LATENCIES * first);
         grew_out_of_noise(from, s.in_flight) || lasted
+    }
+
+    /// Before the figures settled and before any probe: what a flood met at the start is told
+    /// by (see [`Estimator::update_probe`]).
+    fn cold_start(&self) -> bool {
+        !self.settled && self.probes == 0
     }
 
     /// Whether the base latency rests on enough clean rounds (or a probe) to compare latencies
