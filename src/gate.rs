@@ -196,6 +196,12 @@ const SWITCH_OFF_CALM: Nanos = 1_000_000_000;
 /// a row.
 const SWITCH_ON_TICKS: u32 = 2;
 
+/// A tick's figure of urgent demand, held at its peaks: quick to grow, slow to shrink (a tenth a
+/// tick), so that urgent bursts find room.
+fn peak_held(now: f64, before: f64) -> f64 {
+    now.max(before * 0.9)
+}
+
 /// How long the switch's conditions have held.
 #[derive(Debug, Default)]
 struct SwitchPace {
@@ -1843,14 +1849,13 @@ impl<C: Clock> Inner<C> {
             if classified > 0 {
                 let urgent_rate = demand as f64 / secs * (urgent as f64 / classified as f64);
                 let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
-                // Quick to grow, slow to shrink: urgent bursts must find room.
-                m.urgent_need = (urgent_rate * latency).max(m.urgent_need * 0.9);
+                m.urgent_need = peak_held(urgent_rate * latency, m.urgent_need);
                 let own = m
                     .estimator
                     .base_latency()
                     .filter(|_| learned.settled)
                     .map_or(latency, |b| b / 1e9);
-                m.urgent_fill = (urgent_rate * own).max(m.urgent_fill * 0.9);
+                m.urgent_fill = peak_held(urgent_rate * own, m.urgent_fill);
             }
             m.last_tick = now;
             m.last_totals = totals;
