@@ -981,6 +981,16 @@ fn a_gate_started_into_a_slight_overload_probes_while_its_queue_still_grows_not_
     );
 }
 
+/// A new estimator fed ticks of (completions, their mean latency in ms, requests in flight), none
+/// refused, from tick 1; asserts after each that no probe has begun.
+fn no_probe_through(ticks: &[(u64, u64, u64)]) {
+    let mut e = Estimator::new();
+    for (i, &(completed, latency_ms, in_flight)) in (1..).zip(ticks) {
+        e.observe(&tick_of(i, completed, latency_ms, in_flight, false));
+        assert_eq!(e.learned().probes, 0, "tick {i}: {:?}", e.learned());
+    }
+}
+
 #[test]
 fn a_pipeline_filling_at_the_usual_load_is_no_flood_though_its_requests_in_flight_grow() {
     // 1,000 workers at 100 ms (exponential), started at half their capacity: the requests in
@@ -997,11 +1007,7 @@ fn a_pipeline_filling_at_the_usual_load_is_no_flood_though_its_requests_in_fligh
         (500, 100, 500),
         (500, 100, 500),
     ];
-    let mut e = Estimator::new();
-    for (i, (completed, latency_ms, in_flight)) in (1..).zip(ticks) {
-        e.observe(&tick_of(i, completed, latency_ms, in_flight, false));
-        assert_eq!(e.learned().probes, 0, "tick {i}: {:?}", e.learned());
-    }
+    no_probe_through(&ticks);
 }
 
 #[test]
@@ -1030,11 +1036,7 @@ fn a_slow_services_first_quick_completions_are_no_measure_of_a_climb() {
         (10, 500, 50),
         (10, 500, 50),
     ];
-    let mut e = Estimator::new();
-    for (i, (completed, latency_ms, in_flight)) in (1..).zip(ticks) {
-        e.observe(&tick_of(i, completed, latency_ms, in_flight, false));
-        assert_eq!(e.learned().probes, 0, "tick {i}: {:?}", e.learned());
-    }
+    no_probe_through(&ticks);
 }
 
 #[test]
@@ -1054,11 +1056,7 @@ fn a_burst_at_the_usual_load_of_a_small_service_is_no_flood_before_settling() {
         (12, 60, 12),
         (10, 55, 6),
     ]);
-    let mut e = Estimator::new();
-    for (i, (completed, latency_ms, in_flight)) in (1..).zip(ticks) {
-        e.observe(&tick_of(i, completed, latency_ms, in_flight, false));
-        assert_eq!(e.learned().probes, 0, "tick {i}: {:?}", e.learned());
-    }
+    no_probe_through(&ticks);
 }
 
 #[test]
