@@ -91,8 +91,9 @@
 //!   3.5 s. A flood that the unlearned ceiling does not reach (a little over the capacity) need
 //!   not wait for the start-up's end: the latency the requests in flight imply, rising on
 //!   [`CLIMB_TICKS`] ticks in a row while their count grows out of its noise on each, to
-//!   [`CLIMBING`] times the mean of the first [`ROUND_SAMPLES`] latencies, calls for the probe at
-//!   once. A pipeline filling at the usual load grows its requests in flight too, but its
+//!   [`CLIMBING`] times the mean of the first [`ROUND_SAMPLES`] latencies (until those are in,
+//!   the lowest latency the requests in flight have implied: a flood that slows a small service
+//!   delivers its first fifty late), calls for the probe at once. A pipeline filling at the usual load grows its requests in flight too, but its
 //!   completions rise with them, and the latency they imply falls.
 //! * **Measuring throughput while throttling.** If the ceiling is below the knee, the measured rate
 //!   is what the gate admits, and an estimate built on it would shrink towards it. The ceiling is
@@ -776,6 +777,14 @@ struct ColdClimb {
     ticks: u32,
     /// The last tick's requests in flight and the latency they implied.
     last: Option<(u64, f64)>,
+    /// The lowest latency the requests in flight have implied so far: the climb's reference
+    /// until `first_round` is in. In a flood it is never below the service's latency (the
+    /// requests of the first tick are in service or queued, none idle), and on a filling
+    /// pipeline it is the service's or near it (Little's law holds tick by tick there, against
+    /// the completions of the tick). A small service slowed by a flood's queue completes its
+    /// first fifty requests late: 10 workers at 50 ms, started at 5x, took nine ticks, by when
+    /// 873 requests were in flight and the service was slowed ninefold.
+    lowest_implied: Option<f64>,
 }
 
 impl ColdClimb {
@@ -795,14 +804,18 @@ impl ColdClimb {
         );
         self.ticks = streak(self.ticks, rising);
         self.last = implied.map(|i| (in_flight, i));
+        if let Some(i) = implied {
+            self.lowest_implied = Some(self.lowest_implied.map_or(i, |l: f64| l.min(i)));
+        }
     }
 
     /// Whether this is a flood's climb: the implied latency rose on [`CLIMB_TICKS`] ticks in a
     /// row or more while the requests in flight grew out of their noise, to [`CLIMBING`] times
-    /// the first latencies' mean.
+    /// the first latencies' mean, or, until those are in, the lowest latency implied so far.
     fn flood(&self) -> bool {
+        let reference = self.first_round.or(self.lowest_implied);
         let high = matches!(
-            (self.last, self.first_round),
+            (self.last, reference),
             (Some((_, implied)), Some(first)) if implied > CLIMBING * first
         );
         high && self.ticks >= CLIMB_TICKS

@@ -963,13 +963,7 @@ fn a_gate_started_into_a_slight_overload_probes_while_its_queue_still_grows_not_
     // that is a flood whatever the start-up's rounds say. (Probed only after the start-up, on the
     // fifth tick, the flood had put 630 requests in flight for 64 workers, and a first second of
     // late answers took the scenario's p99 past its SLO.)
-    let mut e = Estimator::new();
-    for (i, (completed, latency_ms, in_flight)) in
-        (1..).zip([(255, 20, 102), (276, 42, 198), (276, 75, 322)])
-    {
-        e.observe(&tick_of(i, completed, latency_ms, in_flight, false));
-    }
-    let learned = e.learned();
+    let learned = observed(&[(255, 20, 102), (276, 42, 198), (276, 75, 322)]).learned();
     assert!(learned.probing, "{learned:?}");
     // Its ceiling is a share of the knee from the lowest latency seen (the one least inflated by
     // the queue) and the best rate: below the 64 workers, so that the queue drains.
@@ -979,6 +973,31 @@ fn a_gate_started_into_a_slight_overload_probes_while_its_queue_still_grows_not_
         Some((PROBE_DEPTH * knee) as u64),
         "{learned:?}"
     );
+}
+
+#[test]
+fn a_flood_that_slows_a_small_service_is_told_from_its_first_ticks_not_after_fifty_latencies() {
+    // 10 workers at 50 ms, started at five times their capacity: the requests in flight grow by
+    // ninety a tick, and the queue slows the service (10 % per W queued), so the completions
+    // fall, 14, 9, 7 a tick. The first fifty latencies, the climb's reference, took nine ticks to
+    // come in; by then 873 requests were in flight for 10 workers, and the service, slowed
+    // ninefold, took the rest of the run to drain them (0.08 of the capacity answered in time).
+    // Until those fifty are in, the climb is measured against the lowest latency the requests
+    // in flight have implied, which in a flood is never below the service's (the first tick's:
+    // 92 in flight at 140 a second, 0.66 s).
+    let learned = observed(&[(14, 41, 92), (9, 131, 178), (7, 202, 267)]).learned();
+    assert!(learned.probing, "{learned:?}");
+    assert_eq!(learned.probes, 1, "{learned:?}");
+}
+
+/// A new estimator fed ticks of (completions, their mean latency in ms, requests in flight), none
+/// refused, from tick 1.
+fn observed(ticks: &[(u64, u64, u64)]) -> Estimator {
+    let mut e = Estimator::new();
+    for (i, &(completed, latency_ms, in_flight)) in (1..).zip(ticks) {
+        e.observe(&tick_of(i, completed, latency_ms, in_flight, false));
+    }
+    e
 }
 
 /// A new estimator fed ticks of (completions, their mean latency in ms, requests in flight), none
