@@ -178,8 +178,12 @@
 //!
 //! A gate started cold into a flood that its unlearned ceiling (the configured one, or the seed's
 //! 1,000) turns away probes two ticks later, its ceiling a share of the capacity times the
-//! lowest latency seen, and waits for the requests then in flight to complete (twice the larger
-//! of the latency of now and the one Little's law gives them) before it measures. Known limit: a
+//! lowest latency seen, or of the knee its first requests show where lower (the latency of each
+//! against the requests in flight when it was admitted, [`crate::hinge`]; passed by
+//! [`Estimator::observe_with_levels`]: a flood that fills the ceiling within milliseconds leaves
+//! every aggregate of its first tick the queue's), and waits for the requests then in flight to
+//! complete (twice the larger of the latency of now and the one Little's law gives them) before
+//! it measures. Known limit: a
 //! flood that fills that ceiling slowly (a small service at twice its capacity takes 2.5 s to
 //! queue 1,000 requests) is measured as the base until it does: nothing before then tells its
 //! queue from a slow service's latency.
@@ -213,8 +217,11 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::clock::Nanos;
+use crate::hinge;
 use crate::low_tail::LowTail;
 
+/// The (admission level, latency) pairs kept from the cold start for the knee of its probe.
+pub const COLD_PAIRS: usize = 4096;
 /// How long the highest completion rate is remembered.
 pub const RATE_WINDOW: Duration = Duration::from_secs(3);
 /// How long the base latency is trusted before it is re-measured.
@@ -717,6 +724,9 @@ pub struct Estimator {
     /// Before the figures settled and before any probe: how the latency the requests in flight
     /// imply moved, tick after tick (see [`Estimator::update_probe`]).
     cold_climb: ColdClimb,
+    /// The (admission level, latency) pairs of the cold start, the earliest [`COLD_PAIRS`]: the
+    /// knee a cold flood's probe starts from where they show it (see [`crate::hinge`]).
+    cold_pairs: Vec<(u32, u64)>,
     /// Ticks in a row on which latency showed a queue and the ceiling refused while completions
     /// were well below the saturated mean (see `slowing`).
     slow_ticks: u32,
@@ -953,6 +963,7 @@ impl Estimator {
             refused_queue_ticks: 0,
             cold_refused_ticks: 0,
             cold_climb: ColdClimb::default(),
+            cold_pairs: Vec::with_capacity(COLD_PAIRS),
             offered_load: 1.0,
             low_tail: LowTail::new(),
             tail: TailVerdict::default(),
@@ -971,6 +982,29 @@ impl Estimator {
     /// Learns from one tick and the latencies (nanoseconds) recorded in it, all of them or a
     /// fair sample; returns the figures now in force.
     pub fn observe_with_latencies(&mut self, s: &TickSample, latencies: &[u64]) -> Learned {
+        self.observe_with_levels(s, latencies, &[])
+    }
+
+    /// As [`Estimator::observe_with_latencies`], with the requests in flight when each latency's
+    /// request was admitted (itself included), index for index; a shorter `levels` leaves the
+    /// rest without one. Before the figures settle, they are kept (the earliest
+    /// [`COLD_PAIRS`]) for the knee of a cold flood's probe.
+    pub fn observe_with_levels(
+        &mut self,
+        s: &TickSample,
+        latencies: &[u64],
+        levels: &[u32],
+    ) -> Learned {
+        if self.cold_start() {
+            let room = COLD_PAIRS - self.cold_pairs.len().min(COLD_PAIRS);
+            self.cold_pairs.extend(
+                levels
+                    .iter()
+                    .copied()
+                    .zip(latencies.iter().copied())
+                    .take(room),
+            );
+        }
         self.now = self.now.max(s.now);
         if s.elapsed > 0 && s.completed > 0 {
             let secs = s.elapsed as f64 / 1e9;
@@ -1661,7 +1695,8 @@ impl Estimator {
                 ceiling: {
                     let from = if unsettled || cold_flood {
                         let lowest = self.lowest_latency.unwrap_or(base).min(base);
-                        self.capacity().map_or(knee as f64, |c| c * lowest / 1e9)
+                        let from_rate = self.capacity().map_or(knee as f64, |c| c * lowest / 1e9);
+                        hinge::fit(&self.cold_pairs).map_or(from_rate, |h| from_rate.min(h.knee))
                     } else {
                         knee as f64
                     };

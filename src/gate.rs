@@ -81,6 +81,46 @@ use crate::switch::{SwitchBits, SwitchCell, SwitchMode};
 /// Marks a permit whose call is not timed.
 const UNTIMED: Nanos = u64::MAX;
 
+/// Bits of a timed permit's `started` that hold the clock's reading, modulo 2^48 ns (78 hours):
+/// its latency is the difference modulo that, exact for any latency under half of it (39 hours);
+/// a difference above that half is a clock that went backwards, and counts as zero, as before.
+/// The bits above hold the requests in flight when it was admitted (see [`TimedStart`]).
+const START_BITS: u32 = 48;
+const START_MASK: u64 = (1 << START_BITS) - 1;
+/// The highest admission level a permit carries; one below the field's top, so that no timed
+/// permit is [`UNTIMED`].
+const MAX_LEVEL: u64 = (1 << (64 - START_BITS)) - 2;
+
+/// The start of a timed call: the clock's reading and the requests in flight when it was
+/// admitted (itself included), in the one word of the permit's `started`. The level goes to the
+/// capacity estimator with the latency, so that it sees where latency starts to climb with the
+/// requests in flight (see [`crate::hinge`]). In `started` rather than in a field of its own: a
+/// sixth word made the permit slower to move (the guard 0.6 times governor's check slower), and
+/// the untimed path, most calls at a high rate, is then as it was measured.
+#[derive(Debug, Clone, Copy)]
+struct TimedStart(u64);
+
+impl TimedStart {
+    #[inline]
+    fn new(now: Nanos, level: u64) -> Self {
+        TimedStart((level.min(MAX_LEVEL) << START_BITS) | (now & START_MASK))
+    }
+
+    /// The latency of a call that started here, at `now`.
+    fn latency(self, now: Nanos) -> Nanos {
+        let elapsed = now.wrapping_sub(self.0) & START_MASK;
+        if elapsed > START_MASK / 2 {
+            0
+        } else {
+            elapsed
+        }
+    }
+
+    fn level(self) -> u32 {
+        (self.0 >> START_BITS) as u32
+    }
+}
+
 /// The overload guard. Cheap to clone: clones share all state.
 ///
 /// ```
@@ -365,6 +405,8 @@ struct Monitor {
     scratch: Vec<u64>,
     /// The latencies recorded since the last tick, for the capacity estimator's low tail.
     tick_latencies: Vec<u64>,
+    /// The requests in flight when each of `tick_latencies` was admitted.
+    tick_levels: Vec<u32>,
     percentiles: Percentiles,
     figures: Figures,
     /// How long the conditions for turning the switch on or off have held without a break.
@@ -620,6 +662,7 @@ impl<C: Clock> GateBuilder<C> {
                 ring_seen: 0,
                 scratch: Vec::with_capacity(settings.ring.capacity()),
                 tick_latencies: Vec::with_capacity(settings.ring.capacity()),
+                tick_levels: Vec::with_capacity(settings.ring.capacity()),
                 percentiles: Percentiles::new(now),
                 figures: Figures::default(),
                 pace: SwitchPace::default(),
@@ -1316,7 +1359,8 @@ impl<C: Clock> Inner<C> {
         let started = if seq & self.hot.sample_mask.load(Ordering::Relaxed) == 0 {
             let now = now.unwrap_or_else(|| self.clock.now());
             self.maybe_tick(now);
-            now
+            // The count this request just raised: its line is in this core's cache.
+            TimedStart::new(now, self.in_flight.current()).0
         } else {
             UNTIMED
         };
@@ -1488,11 +1532,12 @@ impl<C: Clock> Inner<C> {
     #[cold]
     #[inline(never)]
     fn record_latency(&self, started: Nanos) {
+        let start = TimedStart(started);
         let now = self.clock.now();
         self.settings
             .load()
             .ring
-            .record(now.saturating_sub(started));
+            .record(start.latency(now), start.level());
     }
 
     /// Urgency from the request itself, the route table, the lookup cache or the default; `None` when
@@ -1754,7 +1799,10 @@ impl<C: Clock> Inner<C> {
         // Latency: feed new samples to the percentiles, then the trimmed mean of the last `window`.
         let head = settings.ring.recorded();
         m.scratch.clear();
-        settings.ring.copy_range(m.ring_seen, head, &mut m.scratch);
+        m.tick_levels.clear();
+        settings
+            .ring
+            .copy_range_with_levels(m.ring_seen, head, &mut m.scratch, &mut m.tick_levels);
         m.ring_seen = head;
         m.percentiles.rotate_if_due(now);
         let mut latency_sum = 0u64;
@@ -1818,7 +1866,7 @@ impl<C: Clock> Inner<C> {
             let ceiling_refused = ceiling_refusals > 0;
             let memory_refusals = totals.refused_memory.saturating_sub(last.refused_memory);
             let turned_away = totals.refused() > last.refused();
-            let learned = m.estimator.observe_with_latencies(
+            let learned = m.estimator.observe_with_levels(
                 &TickSample {
                     now,
                     elapsed,
@@ -1832,6 +1880,7 @@ impl<C: Clock> Inner<C> {
                     turned_away,
                 },
                 &m.tick_latencies,
+                &m.tick_levels,
             );
             m.learned = learned;
             let demand = asked(&totals).saturating_sub(asked(&last))

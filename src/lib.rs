@@ -138,6 +138,7 @@ pub mod clock;
 pub mod config;
 pub mod counters;
 pub mod gate;
+pub mod hinge;
 pub mod inflight;
 pub mod lookup;
 pub mod low_tail;

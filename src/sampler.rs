@@ -1,7 +1,7 @@
 //! The service's vital signs: latency, throughput and their summaries.
 //!
-//! The request path only *records*: a completed call writes its latency into a fixed ring of atomics
-//! (no lock, no allocation). Everything that costs more, sorting the window for the trimmed mean,
+//! The request path only *records*: a completed call writes its latency, and the requests in flight
+//! when it was admitted, into one word of a fixed ring of atomics (no lock, no allocation). Everything that costs more, sorting the window for the trimmed mean,
 //! feeding the percentile histogram, working out rates, runs once per sampler tick, on whichever
 //! request first finds the tick due (it takes a `try_lock`; every other request goes straight on).
 //!
@@ -54,10 +54,13 @@ pub(crate) struct LatencyRing {
 }
 
 impl LatencyRing {
-    /// A ring holding at least `window` samples and at least 1024, so one tick's worth of samples
-    /// reaches the histogram even when the window is small.
+    /// A ring holding at least `window` samples and at least 4,096, so one tick's worth of
+    /// samples reaches the histogram even when the window is small, and the first tick's, when
+    /// every call is timed because no rate is known yet, reaches the capacity estimator whole on
+    /// a service of tens of thousands of requests a second: its earliest latencies are the only
+    /// ones of a flood's start without the flood's queue.
     pub(crate) fn new(window: usize) -> Self {
-        let cap = window.saturating_mul(2).max(1024).next_power_of_two();
+        let cap = window.saturating_mul(2).max(4096).next_power_of_two();
         LatencyRing {
             slots: (0..cap).map(|_| AtomicU64::new(0)).collect(),
             head: AtomicU64::new(0),
@@ -69,10 +72,13 @@ impl LatencyRing {
         self.slots.len()
     }
 
+    /// Records a latency and the requests in flight when its request was admitted (counting it),
+    /// in one word: the latency in the low [`LATENCY_BITS`] bits (78 hours of nanoseconds), the
+    /// level above them, each saturating.
     #[inline]
-    pub(crate) fn record(&self, nanos: Nanos) {
+    pub(crate) fn record(&self, nanos: Nanos, level: u32) {
         let i = self.head.fetch_add(1, Ordering::Relaxed);
-        self.slots[(i & self.mask) as usize].store(nanos, Ordering::Relaxed);
+        self.slots[(i & self.mask) as usize].store(pack(nanos, level), Ordering::Relaxed);
     }
 
     /// How many samples were ever recorded.
@@ -86,9 +92,38 @@ impl LatencyRing {
     pub(crate) fn copy_range(&self, from: u64, to: u64, out: &mut Vec<u64>) {
         let from = from.max(to.saturating_sub(self.slots.len() as u64));
         for i in from..to {
-            out.push(self.slots[(i & self.mask) as usize].load(Ordering::Relaxed));
+            let word = self.slots[(i & self.mask) as usize].load(Ordering::Relaxed);
+            out.push(word & LATENCY_MASK);
         }
     }
+
+    /// As [`LatencyRing::copy_range`], and the admission level of each latency into `levels`.
+    pub(crate) fn copy_range_with_levels(
+        &self,
+        from: u64,
+        to: u64,
+        out: &mut Vec<u64>,
+        levels: &mut Vec<u32>,
+    ) {
+        let from = from.max(to.saturating_sub(self.slots.len() as u64));
+        for i in from..to {
+            let word = self.slots[(i & self.mask) as usize].load(Ordering::Relaxed);
+            out.push(word & LATENCY_MASK);
+            levels.push((word >> LATENCY_BITS) as u32);
+        }
+    }
+}
+
+/// Bits of a ring slot that hold the latency; the admission level takes the rest.
+const LATENCY_BITS: u32 = 48;
+const LATENCY_MASK: u64 = (1 << LATENCY_BITS) - 1;
+/// The highest admission level a slot holds.
+const MAX_LEVEL: u64 = (1 << (64 - LATENCY_BITS)) - 1;
+
+/// One ring slot: `nanos` and `level`, each saturated to its field.
+#[inline]
+fn pack(nanos: Nanos, level: u32) -> u64 {
+    (u64::from(level).min(MAX_LEVEL) << LATENCY_BITS) | nanos.min(LATENCY_MASK)
 }
 
 /// Latency percentiles over a recent span: two histograms that take turns, so a reading covers
@@ -149,5 +184,24 @@ impl Percentiles {
             return [None; N];
         }
         qs.map(|q| Some(Duration::from_nanos(merged.value_at_quantile(q))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_gives_back_its_latency_and_level_each_saturated_to_its_field() {
+        let ring = LatencyRing::new(1);
+        ring.record(1_234_567, 890);
+        ring.record(u64::MAX, u32::MAX);
+        let (mut latencies, mut levels) = (Vec::new(), Vec::new());
+        ring.copy_range_with_levels(0, 2, &mut latencies, &mut levels);
+        assert_eq!(latencies, [1_234_567, LATENCY_MASK]);
+        assert_eq!(levels, [890, MAX_LEVEL as u32]);
+        let mut only = Vec::new();
+        ring.copy_range(0, 2, &mut only);
+        assert_eq!(only, latencies);
     }
 }

@@ -1095,6 +1095,37 @@ fn a_cold_probe_whose_knee_is_all_queue_halves_the_requests_in_flight_instead() 
     assert_eq!(learned.ceiling, Some(500), "{learned:?}");
 }
 
+#[test]
+fn a_cold_probe_starts_from_the_knee_its_first_requests_show_not_from_the_queue_of_their_tick() {
+    // 50 workers at 1 ms, started into twice their capacity: the unlearned ceiling (1,000) fills
+    // within the first tick, whose mean latency (55 ms) is the queue's, and a knee from it is
+    // above the requests in flight. But its requests were admitted at every level from one to
+    // the ceiling, and their latencies are flat up to the 50 workers and climb past them: the
+    // probe starts a share below that knee. (From the tick's figures alone it halved the requests
+    // in flight to 500, and then 250, ...: the chain took seconds, and the service, slowed by
+    // the queue, answered 0.37 of its capacity in time. Now 0.82 to 0.88, seeds 1 to 3.)
+    let (latencies, levels): (Vec<u64>, Vec<u32>) = (1..=1000u32)
+        .map(|n| (1_000_000 + 20_000 * u64::from(n.saturating_sub(50)), n))
+        .unzip();
+    let pairs: Vec<(u32, u64)> = levels
+        .iter()
+        .copied()
+        .zip(latencies.iter().copied())
+        .collect();
+    let knee = sluicegate::hinge::fit(&pairs).map(|h| h.knee);
+    let mut e = Estimator::new();
+    e.observe_with_levels(&tick_of(1, 1747, 55, 1000, true), &latencies, &levels);
+    e.observe_with_levels(&tick_of(2, 2620, 57, 1001, true), &[], &[]);
+    let learned = e.learned();
+    assert!(learned.probing, "{learned:?}");
+    assert!(knee.is_some_and(|k| (47.5..=52.5).contains(&k)), "{knee:?}");
+    assert_eq!(
+        learned.ceiling,
+        knee.map(|k| (PROBE_DEPTH * k) as u64),
+        "{learned:?}"
+    );
+}
+
 /// Ticks of a service at 400 rps and 50 ms with 20 in flight, until its first clean round and no
 /// further: past its start-up, not yet settled.
 fn just_past_the_start() -> (Estimator, u64) {
