@@ -1,9 +1,10 @@
 //! The service's vital signs: latency, throughput and their summaries.
 //!
 //! The request path only *records*: a completed call writes its latency, and the requests in flight
-//! when it was admitted, into one word of a fixed ring of atomics (no lock, no allocation). Everything that costs more, sorting the window for the trimmed mean,
-//! feeding the percentile histogram, working out rates, runs once per sampler tick, on whichever
-//! request first finds the tick due (it takes a `try_lock`; every other request goes straight on).
+//! when it was admitted, into one word of a fixed ring of atomics (no lock, no allocation).
+//! Everything that costs more, sorting the window for the trimmed mean, feeding the percentile
+//! histogram, working out rates, runs once per sampler tick, on whichever request first finds the
+//! tick due (it takes a `try_lock`; every other request goes straight on).
 //!
 //! At high rates not every call needs timing: the gate times enough calls to refill the latency window
 //! about twice per tick and counts the rest, so two clock reads are not paid on every request where
