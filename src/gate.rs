@@ -170,6 +170,10 @@ struct HotLimits {
     declared_room: AtomicU64,
     /// Calls whose stripe sequence number has none of these bits set are timed.
     sample_mask: AtomicU64,
+    /// A timed call that finds this many requests in flight runs the tick at once, without
+    /// waiting for it to fall due: while the gate has learned nothing yet, twice the count of the
+    /// last tick (see [`EARLY_TICK_FIRST`]); `u64::MAX` once it has.
+    early_tick_level: AtomicU64,
     /// The whole gate's bucket (urgent requests, and every request before the split).
     urgent_bucket: BucketCell,
     /// The non-urgent bucket (`non_urgent_qps`).
@@ -218,6 +222,13 @@ struct HotLimits {
 
 /// In-flight ceiling of a gate whose `max_in_flight` is auto, until it has learned one (the seed's).
 const UNLEARNED_MAX_IN_FLIGHT: u64 = 1000;
+/// Before a gate whose `max_in_flight` is auto has learned anything, a timed call that finds this
+/// many requests in flight, or twice as many as the last tick found, runs the tick at once (once
+/// the service has answered as many requests as it holds): a flood fills the unlearned ceiling
+/// long before a tick falls due, and a small service is slowed by the queue (50 workers at 1 ms,
+/// started at 1.1x: 1,000 in flight at the first tick, a p99 of 45 ms for an SLO of 5; ticking
+/// early, the gate probed 15 to 27 ms in, with 260 to 514 in flight, and kept the p99 at 5 ms).
+const EARLY_TICK_FIRST: u64 = 64;
 /// Rate of a gate whose `max_qps` is auto, until it has learned one (the seed's).
 const UNLEARNED_MAX_QPS: f64 = 250.0;
 /// Switch threshold of a gate whose `max_running` is auto, until it has learned one (the seed's).
@@ -296,6 +307,12 @@ impl HotLimits {
         let r = Ordering::Release;
         let ceiling = g.max_in_flight.clamp(UNLEARNED_MAX_IN_FLIGHT);
         self.max_in_flight.store(ceiling, r);
+        let early = if g.max_in_flight.is_auto() {
+            EARLY_TICK_FIRST
+        } else {
+            u64::MAX
+        };
+        self.early_tick_level.store(early, r);
         self.shared_cap.store(ceiling, r);
         self.non_urgent_cap.store(ceiling, r);
         self.memory_soft_cap.store(u64::MAX, r);
@@ -1358,9 +1375,14 @@ impl<C: Clock> Inner<C> {
         let seq = self.stripes.admit(uncounted.map(Self::class_event));
         let started = if seq & self.hot.sample_mask.load(Ordering::Relaxed) == 0 {
             let now = now.unwrap_or_else(|| self.clock.now());
-            self.maybe_tick(now);
             // The count this request just raised: its line is in this core's cache.
-            TimedStart::new(now, self.in_flight.current()).0
+            let level = self.in_flight.current();
+            if level >= self.hot.early_tick_level.load(Ordering::Relaxed) {
+                self.tick_early(now);
+            } else {
+                self.maybe_tick(now);
+            }
+            TimedStart::new(now, level).0
         } else {
             UNTIMED
         };
@@ -1789,12 +1811,45 @@ impl<C: Clock> Inner<C> {
         }
     }
 
+    /// The tick before it falls due (see [`EARLY_TICK_FIRST`]). Out of line: only the first
+    /// calls of a gate that has learned nothing take it.
+    #[cold]
+    #[inline(never)]
+    fn tick_early(&self, now: Nanos) {
+        if let Some(mut monitor) = self.monitor.try_lock() {
+            // Not before the service has completed as many requests as it holds: until then
+            // the latencies seen are the quickest of those sent at the start (on many workers in
+            // parallel), and every figure taken from them is too low.
+            let in_flight = self.in_flight.current();
+            if self.stripes.totals().released() >= in_flight {
+                self.evaluate(&mut monitor, now);
+            } else {
+                self.hot
+                    .early_tick_level
+                    .store(in_flight.saturating_mul(2), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Where the next tick runs early: at twice `in_flight`, while an auto ceiling has learned
+    /// nothing.
+    fn mark_early_tick(&self, auto_ceiling: bool, learned: &Learned, in_flight: u64) {
+        let early = if !auto_ceiling || learned.settled || learned.probes > 0 {
+            u64::MAX
+        } else {
+            in_flight.saturating_mul(2).max(EARLY_TICK_FIRST)
+        };
+        self.hot.early_tick_level.store(early, Ordering::Relaxed);
+    }
+
     /// The sampler's tick: summarise what was recorded and evaluate the switch.
     fn evaluate(&self, m: &mut Monitor, now: Nanos) {
         let settings = self.settings.load();
         let config = &settings.config;
         self.next_tick
             .store(now.saturating_add(settings.tick), Ordering::Release);
+        let auto_ceiling = config.gate.max_in_flight.is_auto();
+        self.mark_early_tick(auto_ceiling, &m.learned, self.in_flight.current());
 
         // Latency: feed new samples to the percentiles, then the trimmed mean of the last `window`.
         let head = settings.ring.recorded();
@@ -1883,6 +1938,7 @@ impl<C: Clock> Inner<C> {
                 &m.tick_levels,
             );
             m.learned = learned;
+            self.mark_early_tick(auto_ceiling, &learned, in_flight);
             let demand = asked(&totals).saturating_sub(asked(&last))
                 + totals
                     .refused_in_flight

@@ -1157,3 +1157,52 @@ fn a_request_refused_at_the_ceiling_with_the_switch_on_gives_its_token_back() {
     );
     drop(held);
 }
+
+/// A gate on the default config (auto ceiling) that has answered `answered` requests of 1 ms
+/// each, one at a time, and then holds `held` requests in flight, all within a few milliseconds
+/// of its start: long before its first tick (100 ms) falls due.
+fn answered_then_held(config: Config, answered: usize, held: usize) -> (Gate<ManualClock>, usize) {
+    let (gate, clock, _memory) = gate_with(config);
+    let request = Request::url("/");
+    for _ in 0..answered {
+        let permit = gate.try_acquire(&request).expect("admitted");
+        clock.advance(Duration::from_micros(10));
+        drop(permit);
+    }
+    let permits = hold(&gate, &request, held);
+    let n = permits.len();
+    std::mem::forget(permits);
+    (gate, n)
+}
+
+#[test]
+fn a_gate_that_has_learned_nothing_ticks_at_once_when_its_requests_in_flight_reach_64_after_a_turnover(
+) {
+    // 100 answered (the service has turned over what it will hold), then a flood: the 64th
+    // request in flight runs the tick, and the trimmed mean of the 100 latencies is out within
+    // a millisecond of the start, not at the 100 ms tick.
+    let (gate, _) = answered_then_held(Config::default(), 100, 63);
+    assert_eq!(gate.snapshot().trimmed_mean, None, "ticked before the 64th");
+    let (gate, _) = answered_then_held(Config::default(), 100, 64);
+    assert_eq!(
+        gate.snapshot().trimmed_mean,
+        Some(Duration::from_micros(10))
+    );
+}
+
+#[test]
+fn no_early_tick_before_the_service_has_answered_as_many_requests_as_it_holds() {
+    // 60 answered, 64 and then 127 held: the latencies so far are the quickest of those sent at
+    // the start (on many workers in parallel they would be), so the tick waits; at 128 held it
+    // would try again, still without the turnover.
+    let (gate, _) = answered_then_held(Config::default(), 60, 127);
+    assert_eq!(gate.snapshot().trimmed_mean, None);
+}
+
+#[test]
+fn a_fixed_in_flight_ceiling_never_ticks_early() {
+    let mut config = Config::default();
+    config.gate.max_in_flight = 1000.into();
+    let (gate, _) = answered_then_held(config, 100, 200);
+    assert_eq!(gate.snapshot().trimmed_mean, None);
+}
