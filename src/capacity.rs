@@ -728,7 +728,7 @@ pub struct Estimator {
     cold_climb: ColdClimb,
     /// The (admission level, latency) pairs of the cold start, the earliest [`COLD_PAIRS`]: the
     /// knee a cold flood's probe starts from where they show it (see [`crate::hinge`]).
-    cold_pairs: Vec<(u32, u64)>,
+    cold_pairs: ColdPairs,
     /// Ticks in a row on which latency showed a queue and the ceiling refused while completions
     /// were well below the saturated mean (see `slowing`).
     slow_ticks: u32,
@@ -831,6 +831,39 @@ impl ColdClimb {
             (Some((_, implied)), Some(first)) if implied > CLIMBING * first
         );
         high && self.ticks >= CLIMB_TICKS
+    }
+}
+
+/// The first [`COLD_PAIRS`] (admission level, latency) pairs of a cold start, in a buffer
+/// allocated once. Its `Debug` gives their count, not the pairs.
+#[derive(Clone)]
+struct ColdPairs(Vec<(u32, u64)>);
+
+impl ColdPairs {
+    fn new() -> Self {
+        ColdPairs(Vec::with_capacity(COLD_PAIRS))
+    }
+
+    /// Keeps `levels` and `latencies`, index for index, while there is room.
+    fn keep(&mut self, levels: &[u32], latencies: &[u64]) {
+        let room = COLD_PAIRS.saturating_sub(self.0.len());
+        self.0.extend(
+            levels
+                .iter()
+                .copied()
+                .zip(latencies.iter().copied())
+                .take(room),
+        );
+    }
+
+    fn pairs(&self) -> &[(u32, u64)] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ColdPairs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ColdPairs({} pairs)", self.0.len())
     }
 }
 
@@ -965,7 +998,7 @@ impl Estimator {
             refused_queue_ticks: 0,
             cold_refused_ticks: 0,
             cold_climb: ColdClimb::default(),
-            cold_pairs: Vec::with_capacity(COLD_PAIRS),
+            cold_pairs: ColdPairs::new(),
             offered_load: 1.0,
             low_tail: LowTail::new(),
             tail: TailVerdict::default(),
@@ -998,14 +1031,7 @@ impl Estimator {
         levels: &[u32],
     ) -> Learned {
         if self.cold_start() {
-            let room = COLD_PAIRS - self.cold_pairs.len().min(COLD_PAIRS);
-            self.cold_pairs.extend(
-                levels
-                    .iter()
-                    .copied()
-                    .zip(latencies.iter().copied())
-                    .take(room),
-            );
+            self.cold_pairs.keep(levels, latencies);
         }
         self.now = self.now.max(s.now);
         if s.elapsed > 0 && s.completed > 0 {
@@ -1698,7 +1724,8 @@ impl Estimator {
                     let from = if unsettled || cold_flood {
                         let lowest = self.lowest_latency.unwrap_or(base).min(base);
                         let from_rate = self.capacity().map_or(knee as f64, |c| c * lowest / 1e9);
-                        hinge::fit(&self.cold_pairs).map_or(from_rate, |h| from_rate.min(h.knee))
+                        hinge::fit(self.cold_pairs.pairs())
+                            .map_or(from_rate, |h| from_rate.min(h.knee))
                     } else {
                         knee as f64
                     };

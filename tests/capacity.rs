@@ -1126,6 +1126,16 @@ fn a_cold_probe_starts_from_the_knee_its_first_requests_show_not_from_the_queue_
     );
 }
 
+#[test]
+fn an_estimators_debug_counts_its_cold_pairs_rather_than_listing_them() {
+    let (latencies, levels): (Vec<u64>, Vec<u32>) = (1..=1000u32).map(|n| (1_000_000, n)).unzip();
+    let mut e = Estimator::new();
+    e.observe_with_levels(&tick_of(1, 1000, 1, 20, false), &latencies, &levels);
+    let shown = format!("{e:?}");
+    assert!(shown.contains("ColdPairs(1000 pairs)"), "{shown}");
+    assert!(shown.len() < 10_000, "{} characters", shown.len());
+}
+
 /// Ticks of a service at 400 rps and 50 ms with 20 in flight, until its first clean round and no
 /// further: past its start-up, not yet settled.
 fn just_past_the_start() -> (Estimator, u64) {
