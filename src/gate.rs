@@ -170,10 +170,6 @@ struct HotLimits {
     declared_room: AtomicU64,
     /// Calls whose stripe sequence number has none of these bits set are timed.
     sample_mask: AtomicU64,
-    /// A timed call that finds this many requests in flight runs the tick at once, without
-    /// waiting for it to fall due: while the gate has learned nothing yet, twice the count of the
-    /// last tick (see [`EARLY_TICK_FIRST`]); `u64::MAX` once it has.
-    early_tick_level: AtomicU64,
     /// The whole gate's bucket (urgent requests, and every request before the split).
     urgent_bucket: BucketCell,
     /// The non-urgent bucket (`non_urgent_qps`).
@@ -229,6 +225,39 @@ const UNLEARNED_MAX_IN_FLIGHT: u64 = 1000;
 /// started at 1.1x: 1,000 in flight at the first tick, a p99 of 45 ms for an SLO of 5; ticking
 /// early, the gate probed 15 to 27 ms in, with 260 to 514 in flight, and kept the p99 at 5 ms).
 const EARLY_TICK_FIRST: u64 = 64;
+
+/// When the sampler's tick runs: when it falls due, or earlier while nothing is learned. Apart
+/// from [`HotLimits`], whose layout the request path was measured with.
+#[derive(Debug)]
+struct TickMarks {
+    /// When the next tick falls due.
+    next: AtomicU64,
+    /// A timed call that finds this many requests in flight runs the tick at once: while an auto
+    /// ceiling has learned nothing, twice the count of the last tick (see [`EARLY_TICK_FIRST`]);
+    /// `u64::MAX` otherwise.
+    early_level: AtomicU64,
+}
+
+impl TickMarks {
+    fn new(next: Nanos, config: &Config) -> Self {
+        let marks = TickMarks {
+            next: AtomicU64::new(next),
+            early_level: AtomicU64::new(u64::MAX),
+        };
+        marks.reset_early(config);
+        marks
+    }
+
+    /// Early ticks from [`EARLY_TICK_FIRST`] requests in flight if the ceiling is auto, none if not.
+    fn reset_early(&self, config: &Config) {
+        let early = if config.gate.max_in_flight.is_auto() {
+            EARLY_TICK_FIRST
+        } else {
+            u64::MAX
+        };
+        self.early_level.store(early, Ordering::Release);
+    }
+}
 /// Rate of a gate whose `max_qps` is auto, until it has learned one (the seed's).
 const UNLEARNED_MAX_QPS: f64 = 250.0;
 /// Switch threshold of a gate whose `max_running` is auto, until it has learned one (the seed's).
@@ -307,12 +336,6 @@ impl HotLimits {
         let r = Ordering::Release;
         let ceiling = g.max_in_flight.clamp(UNLEARNED_MAX_IN_FLIGHT);
         self.max_in_flight.store(ceiling, r);
-        let early = if g.max_in_flight.is_auto() {
-            EARLY_TICK_FIRST
-        } else {
-            u64::MAX
-        };
-        self.early_tick_level.store(early, r);
         self.shared_cap.store(ceiling, r);
         self.non_urgent_cap.store(ceiling, r);
         self.memory_soft_cap.store(u64::MAX, r);
@@ -546,7 +569,7 @@ struct Inner<C: Clock> {
     waiters: CachePadded<AtomicU64>,
     switch: CachePadded<SwitchCell>,
     hot: CachePadded<HotLimits>,
-    next_tick: CachePadded<AtomicU64>,
+    ticks: CachePadded<TickMarks>,
     urgent: CachePadded<Bucket>,
     non_urgent: CachePadded<Bucket>,
     stripes: Stripes,
@@ -669,7 +692,10 @@ impl<C: Clock> GateBuilder<C> {
             waiters: CachePadded::new(AtomicU64::new(0)),
             switch: CachePadded::new(SwitchCell::new(gate.switch)),
             hot: CachePadded::new(HotLimits::default()),
-            next_tick: CachePadded::new(AtomicU64::new(now.saturating_add(settings.tick))),
+            ticks: CachePadded::new(TickMarks::new(
+                now.saturating_add(settings.tick),
+                &settings.config,
+            )),
             urgent: CachePadded::new(Bucket::new()),
             non_urgent: CachePadded::new(Bucket::new()),
             stripes: Stripes::new(),
@@ -916,6 +942,7 @@ impl<C: Clock> Gate<C> {
         // force together, so that a reload does not open the gate until the next tick.
         let mut monitor = inner.monitor.lock();
         inner.hot.store(&settings, inner.lookup.is_some());
+        inner.ticks.reset_early(&settings.config);
         let at_reading = monitor.memory.at_reading;
         inner.fit_memory(&mut monitor, at_reading, &settings);
         inner.apply_learned(&settings, &mut monitor);
@@ -964,7 +991,7 @@ impl<C: Clock> Gate<C> {
         let inner = &*self.inner;
         let now = inner.clock.now();
         let mut monitor = inner.monitor.lock();
-        if now >= inner.next_tick.load(Ordering::Acquire) {
+        if now >= inner.ticks.next.load(Ordering::Acquire) {
             inner.evaluate(&mut monitor, now);
         }
         let figures = monitor.figures;
@@ -1377,7 +1404,7 @@ impl<C: Clock> Inner<C> {
             let now = now.unwrap_or_else(|| self.clock.now());
             // The count this request just raised: its line is in this core's cache.
             let level = self.in_flight.current();
-            if level >= self.hot.early_tick_level.load(Ordering::Relaxed) {
+            if level >= self.ticks.early_level.load(Ordering::Relaxed) {
                 self.tick_early(now);
             } else {
                 self.maybe_tick(now);
@@ -1796,7 +1823,7 @@ impl<C: Clock> Inner<C> {
 
     #[inline]
     fn maybe_tick(&self, now: Nanos) {
-        if now >= self.next_tick.load(Ordering::Relaxed) {
+        if now >= self.ticks.next.load(Ordering::Relaxed) {
             self.tick(now);
         }
     }
@@ -1805,7 +1832,7 @@ impl<C: Clock> Inner<C> {
     fn tick(&self, now: Nanos) {
         // One request runs the tick; the others go straight on.
         if let Some(mut monitor) = self.monitor.try_lock() {
-            if now >= self.next_tick.load(Ordering::Acquire) {
+            if now >= self.ticks.next.load(Ordering::Acquire) {
                 self.evaluate(&mut monitor, now);
             }
         }
@@ -1824,8 +1851,8 @@ impl<C: Clock> Inner<C> {
             if self.stripes.totals().released() >= in_flight {
                 self.evaluate(&mut monitor, now);
             } else {
-                self.hot
-                    .early_tick_level
+                self.ticks
+                    .early_level
                     .store(in_flight.saturating_mul(2), Ordering::Relaxed);
             }
         }
@@ -1839,14 +1866,15 @@ impl<C: Clock> Inner<C> {
         } else {
             in_flight.saturating_mul(2).max(EARLY_TICK_FIRST)
         };
-        self.hot.early_tick_level.store(early, Ordering::Relaxed);
+        self.ticks.early_level.store(early, Ordering::Relaxed);
     }
 
     /// The sampler's tick: summarise what was recorded and evaluate the switch.
     fn evaluate(&self, m: &mut Monitor, now: Nanos) {
         let settings = self.settings.load();
         let config = &settings.config;
-        self.next_tick
+        self.ticks
+            .next
             .store(now.saturating_add(settings.tick), Ordering::Release);
         let auto_ceiling = config.gate.max_in_flight.is_auto();
         self.mark_early_tick(auto_ceiling, &m.learned, self.in_flight.current());
