@@ -74,25 +74,24 @@ use crate::probe::{MemoryGauge, MemoryProbe, ProbeThread, SystemMemoryProbe};
 use crate::rejection::{RejectReason, Rejection};
 use crate::request::{Request, Urgency};
 use crate::routes::RouteTable;
-use crate::sampler::{trimmed_mean, LatencyRing, Percentiles};
+use crate::sampler::{
+    trimmed_mean, LatencyRing, Percentiles, LATENCY_BITS, LATENCY_MASK, MAX_LEVEL,
+};
 use crate::snapshot::{Limits, Snapshot};
 use crate::switch::{SwitchBits, SwitchCell, SwitchMode};
 
 /// Marks a permit whose call is not timed.
 const UNTIMED: Nanos = u64::MAX;
 
-/// Bits of a timed permit's `started` that hold the clock's reading, modulo 2^48 ns (78 hours):
-/// its latency is the difference modulo that, exact for any latency under half of it (39 hours);
-/// a difference above that half is a clock that went backwards, and counts as zero, as before.
-/// The bits above hold the requests in flight when it was admitted (see [`TimedStart`]).
-const START_BITS: u32 = 48;
-const START_MASK: u64 = (1 << START_BITS) - 1;
-/// The highest admission level a permit carries; one below the field's top, so that no timed
-/// permit is [`UNTIMED`].
-const MAX_LEVEL: u64 = (1 << (64 - START_BITS)) - 2;
+/// The highest admission level a permit carries: one below the ring's, so that no timed permit
+/// is [`UNTIMED`].
+const MAX_PERMIT_LEVEL: u64 = MAX_LEVEL - 1;
 
 /// The start of a timed call: the clock's reading and the requests in flight when it was
-/// admitted (itself included), in the one word of the permit's `started`. The level goes to the
+/// admitted (itself included), in the one word of the permit's `started`, laid out as the ring's
+/// slots are ([`LATENCY_BITS`]): the reading modulo 2^48 ns (78 hours), so that a latency is
+/// exact under half of that (39 hours); a difference above that half is a clock that went
+/// backwards, and counts as zero, as before. The level goes to the
 /// capacity estimator with the latency, so that it sees where latency starts to climb with the
 /// requests in flight (see [`crate::hinge`]). In `started` rather than in a field of its own: a
 /// sixth word made the permit slower to move (the guard 0.6 times governor's check slower), and
@@ -103,13 +102,13 @@ struct TimedStart(u64);
 impl TimedStart {
     #[inline]
     fn new(now: Nanos, level: u64) -> Self {
-        TimedStart((level.min(MAX_LEVEL) << START_BITS) | (now & START_MASK))
+        TimedStart((level.min(MAX_PERMIT_LEVEL) << LATENCY_BITS) | (now & LATENCY_MASK))
     }
 
     /// The latency of a call that started here, at `now`.
     fn latency(self, now: Nanos) -> Nanos {
-        let elapsed = now.wrapping_sub(self.0) & START_MASK;
-        if elapsed > START_MASK / 2 {
+        let elapsed = now.wrapping_sub(self.0) & LATENCY_MASK;
+        if elapsed > LATENCY_MASK / 2 {
             0
         } else {
             elapsed
@@ -117,7 +116,7 @@ impl TimedStart {
     }
 
     fn level(self) -> u32 {
-        (self.0 >> START_BITS) as u32
+        (self.0 >> LATENCY_BITS) as u32
     }
 }
 

@@ -91,11 +91,7 @@ impl LatencyRing {
     /// newest) into `out`. A writer that has claimed a slot but not yet stored into it leaves an old
     /// value there: a sampling error of one sample, accepted to keep the writers lock-free.
     pub(crate) fn copy_range(&self, from: u64, to: u64, out: &mut Vec<u64>) {
-        let from = from.max(to.saturating_sub(self.slots.len() as u64));
-        for i in from..to {
-            let word = self.slots[(i & self.mask) as usize].load(Ordering::Relaxed);
-            out.push(word & LATENCY_MASK);
-        }
+        out.extend(self.words(from, to).map(|word| word & LATENCY_MASK));
     }
 
     /// As [`LatencyRing::copy_range`], and the admission level of each latency into `levels`.
@@ -106,20 +102,26 @@ impl LatencyRing {
         out: &mut Vec<u64>,
         levels: &mut Vec<u32>,
     ) {
-        let from = from.max(to.saturating_sub(self.slots.len() as u64));
-        for i in from..to {
-            let word = self.slots[(i & self.mask) as usize].load(Ordering::Relaxed);
+        for word in self.words(from, to) {
             out.push(word & LATENCY_MASK);
             levels.push((word >> LATENCY_BITS) as u32);
         }
     }
+
+    /// The slots with sequence numbers in `[from, to)`, at most the ring's capacity, the newest.
+    fn words(&self, from: u64, to: u64) -> impl Iterator<Item = u64> + '_ {
+        let from = from.max(to.saturating_sub(self.slots.len() as u64));
+        (from..to).map(move |i| self.slots[(i & self.mask) as usize].load(Ordering::Relaxed))
+    }
 }
 
-/// Bits of a ring slot that hold the latency; the admission level takes the rest.
-const LATENCY_BITS: u32 = 48;
-const LATENCY_MASK: u64 = (1 << LATENCY_BITS) - 1;
-/// The highest admission level a slot holds.
-const MAX_LEVEL: u64 = (1 << (64 - LATENCY_BITS)) - 1;
+/// Bits of a word that hold a latency or a clock reading; the admission level takes the rest.
+/// One layout for the ring's slots and the gate's timed permits (`TimedStart`).
+pub(crate) const LATENCY_BITS: u32 = 48;
+/// The latency's bits of a word.
+pub(crate) const LATENCY_MASK: u64 = (1 << LATENCY_BITS) - 1;
+/// The highest admission level a word holds.
+pub(crate) const MAX_LEVEL: u64 = (1 << (64 - LATENCY_BITS)) - 1;
 
 /// One ring slot: `nanos` and `level`, each saturated to its field.
 #[inline]
