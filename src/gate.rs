@@ -1875,8 +1875,6 @@ impl<C: Clock> Inner<C> {
         self.ticks
             .next
             .store(now.saturating_add(settings.tick), Ordering::Release);
-        let auto_ceiling = config.gate.max_in_flight.is_auto();
-        self.mark_early_tick(auto_ceiling, &m.learned, self.in_flight.current());
 
         // Latency: feed new samples to the percentiles, then the trimmed mean of the last `window`.
         let head = settings.ring.recorded();
@@ -1965,7 +1963,6 @@ impl<C: Clock> Inner<C> {
                 &m.tick_levels,
             );
             m.learned = learned;
-            self.mark_early_tick(auto_ceiling, &learned, in_flight);
             let demand = asked(&totals).saturating_sub(asked(&last))
                 + totals
                     .refused_in_flight
@@ -1994,6 +1991,8 @@ impl<C: Clock> Inner<C> {
             self.fit_memory(m, in_flight, &settings);
         }
         m.figures = figures;
+        let auto_ceiling = config.gate.max_in_flight.is_auto();
+        self.mark_early_tick(auto_ceiling, &m.learned, self.in_flight.current());
         self.apply_learned(&settings, m);
 
         let learning = self.hot.learning.load(Ordering::Relaxed);
