@@ -184,8 +184,9 @@
 //! every aggregate of its first tick the queue's), and waits for the requests then in flight to
 //! complete (twice the larger of the latency of now and the one Little's law gives them) before
 //! it measures. (Until it has learned anything, the gate also runs its tick early whenever the
-//! requests in flight double, once the service has answered as many as it holds: ticks are then
-//! milliseconds apart, and the two a flood needs come before the unlearned ceiling fills.) Known limit: a
+//! requests in flight double, once the service has answered as many as it holds: a slight flood
+//! is then told milliseconds in, before the unlearned ceiling fills; a heavy one fills it before
+//! the service has turned over what it holds, and waits for the ticks as before.) Known limit: a
 //! flood that fills that ceiling slowly (a small service at twice its capacity takes 2.5 s to
 //! queue 1,000 requests) is measured as the base until it does: nothing before then tells its
 //! queue from a slow service's latency.

@@ -13,14 +13,15 @@
 //! The fit is least squares over a geometric grid of knees ([`KNEE_STEP`] apart): for each
 //! candidate `w`, `latency = base + slope · max(0, level − w)` is a straight-line fit in
 //! `max(0, level − w)`, solved from six running sums; the knee kept is the one with the least
-//! squared error. It allocates nothing, and costs a pass over the pairs per candidate (about 160
-//! candidates up to a level of 1,000): the estimator fits once per probe of a cold start, over at
-//! most [`COLD_PAIRS`](crate::capacity::COLD_PAIRS) pairs. It is believed only where the pairs show the hinge: enough of them on each
-//! side of it ([`MIN_SIDE`]), a climb that at the highest level is [`MIN_CLIMB`] times the base,
-//! and pairs below the knee that on their own climb at most half as steeply as those above it
-//! ([`MAX_SLOPE_BELOW`]). Above the knee every pair reads the same line whatever W is (latency =
-//! level / capacity, through the origin), so pairs that never reached below it tell nothing, and
-//! the fit says so.
+//! squared error. It allocates nothing, and costs a pass over the pairs per candidate (100
+//! candidates from level 1 to 1,000: steps of one request up to 20, then of 5 %): the estimator
+//! fits once per probe of a cold start, over at most
+//! [`COLD_PAIRS`](crate::capacity::COLD_PAIRS) pairs. It is believed only where the pairs show
+//! the hinge: enough of them on each side of it ([`MIN_SIDE`]), a climb that at the highest
+//! level is [`MIN_CLIMB`] times the base, and pairs below the knee that on their own climb at
+//! most half as steeply as those above it ([`MAX_SLOPE_BELOW`]). Above the knee every pair reads
+//! the same line whatever W is (latency = level / capacity, through the origin), so pairs that
+//! never reached below it tell nothing, and the fit says so.
 //!
 //! ```
 //! use sluicegate::hinge::fit;
