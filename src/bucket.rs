@@ -127,6 +127,65 @@ pub struct Reservation {
     after: Nanos,
 }
 
+/// What the algorithm makes of a request at `now` against the schedule `tat`, before anything is
+/// written: the one definition of the bucket's arithmetic, shared by [`Bucket`] and the gate's
+/// [`Turnstile`](crate::turnstile::Turnstile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Schedule {
+    /// A token within `max_wait`: wait `wait`, and the schedule moves to `after`.
+    Take { wait: Nanos, after: Nanos },
+    /// No token within `max_wait`; the same call would succeed `retry_after` later.
+    Refuse { retry_after: Nanos },
+    /// The schedule has run into the end of 64-bit time: no more tokens, ever.
+    Exhausted { retry_after: Nanos },
+}
+
+/// The bucket's arithmetic (see the module docs): a token for a request at `now` that may wait
+/// up to `max_wait`, given the theoretical arrival time `tat`.
+#[inline]
+pub(crate) fn schedule(tat: Nanos, now: Nanos, max_wait: Nanos, params: &BucketParams) -> Schedule {
+    let conforms_at = tat.saturating_sub(params.tolerance);
+    let wait = conforms_at.saturating_sub(now);
+    if wait > max_wait {
+        return Schedule::Refuse {
+            retry_after: wait - max_wait,
+        };
+    }
+    // A schedule that has run into the end of 64-bit time is exhausted: no more tokens.
+    if tat == u64::MAX {
+        return Schedule::Exhausted {
+            retry_after: (u64::MAX - now).max(1),
+        };
+    }
+    // A clock that went backwards reads as "no time has passed": max() keeps the later TAT.
+    Schedule::Take {
+        wait,
+        after: tat.max(now).saturating_add(params.interval),
+    }
+}
+
+impl Reservation {
+    /// A reservation that moved a schedule from `before` to `after`.
+    pub(crate) fn new(wait: Nanos, before: Nanos, after: Nanos) -> Self {
+        Reservation {
+            wait,
+            before,
+            after,
+        }
+    }
+
+    /// The schedule the reservation left.
+    pub(crate) fn after(&self) -> Nanos {
+        self.after
+    }
+
+    /// The schedule a hand-back restores, given the latest time the bucket has seen (`seen`): the
+    /// reservation's own slot, but never one before `seen` (see [`Bucket::cancel`]).
+    pub(crate) fn restored(&self, seen: Nanos) -> Nanos {
+        self.before.max(seen).min(self.after)
+    }
+}
+
 /// The bucket's state: one atomic. Parameters are passed in on each call, so a reload can change the
 /// rate without losing what the bucket has banked or owes.
 #[derive(Debug, Default)]
@@ -165,20 +224,17 @@ impl Bucket {
     ) -> Result<Reservation, Nanos> {
         let mut tat = self.tat.load(Ordering::Acquire);
         loop {
-            let conforms_at = tat.saturating_sub(params.tolerance);
-            let wait = conforms_at.saturating_sub(now);
-            if wait > max_wait {
-                // Remember the latest time a refusal saw: a reservation handed back later must not
-                // reopen a slot that time has passed, even if the clock has gone back meanwhile.
-                self.seen.fetch_max(now, Ordering::AcqRel);
-                return Err(wait - max_wait);
-            }
-            // A schedule that has run into the end of 64-bit time is exhausted: no more tokens.
-            if tat == u64::MAX {
-                return Err((u64::MAX - now).max(1));
-            }
-            // A clock that went backwards reads as "no time has passed": max() keeps the later TAT.
-            let after = tat.max(now).saturating_add(params.interval);
+            let (wait, after) = match schedule(tat, now, max_wait, params) {
+                Schedule::Take { wait, after } => (wait, after),
+                Schedule::Refuse { retry_after } => {
+                    // Remember the latest time a refusal saw: a reservation handed back later must
+                    // not reopen a slot that time has passed, even if the clock has gone back
+                    // meanwhile.
+                    self.seen.fetch_max(now, Ordering::AcqRel);
+                    return Err(retry_after);
+                }
+                Schedule::Exhausted { retry_after } => return Err(retry_after),
+            };
             match self
                 .tat
                 .compare_exchange_weak(tat, after, Ordering::AcqRel, Ordering::Acquire)
@@ -205,7 +261,7 @@ impl Bucket {
     /// meanwhile cannot reopen a slot that time has already passed.
     pub fn cancel(&self, reservation: &Reservation, now: Nanos) -> bool {
         let seen = self.seen.fetch_max(now, Ordering::AcqRel).max(now);
-        let restored = reservation.before.max(seen).min(reservation.after);
+        let restored = reservation.restored(seen);
         self.tat
             .compare_exchange(
                 reservation.after,

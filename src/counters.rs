@@ -71,14 +71,13 @@ pub(crate) enum Event {
     RefusedWaiters,
     Abandoned,
     Waited,
-    Succeeded,
     Failed,
     Cancelled,
     ClassifiedUrgent,
     ClassifiedNonUrgent,
 }
 
-const EVENTS: usize = 11;
+const EVENTS: usize = 10;
 
 #[derive(Debug, Default)]
 struct Stripe {
@@ -147,7 +146,13 @@ impl Stripes {
         add(&s.wait_nanos, nanos);
     }
 
-    pub(crate) fn totals(&self) -> Counters {
+    /// The sums over every thread's counters, with `in_flight` the requests in flight now.
+    ///
+    /// Successes are not counted as they happen (a release, most of them, then touches no
+    /// counter of its own): they are the admitted requests no longer in flight that did not fail
+    /// and were not cancelled. Exact when nothing is admitted or released while the sums are
+    /// taken; meanwhile the figure may be off by the requests admitted or released in between.
+    pub(crate) fn totals(&self, in_flight: u64) -> Counters {
         let mut sum = [0u64; EVENTS];
         let mut admitted = 0u64;
         let mut wait_nanos = 0u64;
@@ -168,7 +173,10 @@ impl Stripes {
             refused_waiters: get(Event::RefusedWaiters),
             abandoned: get(Event::Abandoned),
             waited: get(Event::Waited),
-            succeeded: get(Event::Succeeded),
+            succeeded: admitted
+                .saturating_sub(in_flight)
+                .saturating_sub(get(Event::Failed))
+                .saturating_sub(get(Event::Cancelled)),
             failed: get(Event::Failed),
             cancelled: get(Event::Cancelled),
             classified_urgent: get(Event::ClassifiedUrgent),

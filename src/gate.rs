@@ -25,7 +25,10 @@
 //!    longest wait is reserved and the request waits exactly until then, unless `max_waiters` are
 //!    already waiting; otherwise it is refused at once with `retry_after`. The longest wait is
 //!    `request_timeout`; with any learned figure, less the expected latency, and while the switch
-//!    is on a quarter of the expected latency (`waiting = "adaptive"`).
+//!    is on a quarter of the expected latency (`waiting = "adaptive"`). The whole gate's bucket
+//!    shares one atomic word with the in-flight count ([`crate::turnstile`]): a request that
+//!    finds a token at once and a slot below the shared level takes both in one
+//!    compare-and-swap.
 //! 5. The admitted request holds a [`Permit`]; releasing it (on return, error, panic or cancellation)
 //!    decrements in-flight and records the latency. Exactly once.
 //!
@@ -79,6 +82,7 @@ use crate::sampler::{
 };
 use crate::snapshot::{Limits, Snapshot};
 use crate::switch::{SwitchBits, SwitchCell, SwitchMode};
+use crate::turnstile::{Drawn, Turnstile};
 
 /// Marks a permit whose call is not timed.
 const UNTIMED: Nanos = u64::MAX;
@@ -149,7 +153,7 @@ impl<C: Clock> Clone for Gate<C> {
 impl<C: Clock> std::fmt::Debug for Gate<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gate")
-            .field("in_flight", &self.inner.in_flight.current())
+            .field("in_flight", &self.inner.turnstile.current())
             .field("switch", &self.inner.switch.load())
             .finish_non_exhaustive()
     }
@@ -558,7 +562,9 @@ impl MemoryFit {
 
 struct Inner<C: Clock> {
     clock: C,
-    in_flight: CachePadded<InFlight>,
+    /// The requests in flight and the whole gate's bucket (urgent requests, and every request
+    /// before the split), in one word: see [`Turnstile`].
+    turnstile: CachePadded<Turnstile>,
     /// The requests in flight that entered on the non-urgent floor above the ceiling (part of
     /// `in_flight`): urgent requests do not count them against the ceiling, so the floor takes
     /// its slots next to the urgent headroom, not out of it.
@@ -569,7 +575,6 @@ struct Inner<C: Clock> {
     switch: CachePadded<SwitchCell>,
     hot: CachePadded<HotLimits>,
     ticks: CachePadded<TickMarks>,
-    urgent: CachePadded<Bucket>,
     non_urgent: CachePadded<Bucket>,
     stripes: Stripes,
     settings: ArcSwap<Settings>,
@@ -685,7 +690,7 @@ impl<C: Clock> GateBuilder<C> {
         let gate = &settings.config.gate;
         let inner = Inner {
             clock: self.clock,
-            in_flight: CachePadded::new(InFlight::new()),
+            turnstile: CachePadded::new(Turnstile::new()),
             floor_in_flight: CachePadded::new(InFlight::new()),
             declared: CachePadded::new(AtomicU64::new(0)),
             waiters: CachePadded::new(AtomicU64::new(0)),
@@ -695,7 +700,6 @@ impl<C: Clock> GateBuilder<C> {
                 now.saturating_add(settings.tick),
                 &settings.config,
             )),
-            urgent: CachePadded::new(Bucket::new()),
             non_urgent: CachePadded::new(Bucket::new()),
             stripes: Stripes::new(),
             monitor: Mutex::new(Monitor {
@@ -727,6 +731,7 @@ impl<C: Clock> GateBuilder<C> {
         inner
             .hot
             .store(&inner.settings.load(), inner.lookup.is_some());
+        inner.configure_turnstile(now);
         if inner.switch.load().on {
             inner.drain_buckets(now);
         }
@@ -946,6 +951,7 @@ impl<C: Clock> Gate<C> {
         inner.fit_memory(&mut monitor, at_reading, &settings);
         inner.apply_learned(&settings, &mut monitor);
         inner.update_max_wait(&monitor, &settings);
+        inner.configure_turnstile(inner.clock.now());
         drop(monitor);
         let mode_changed = g.switch != old.config.gate.switch;
         let mode = g.switch;
@@ -978,7 +984,7 @@ impl<C: Clock> Gate<C> {
         };
         // Pair the reading with the in-flight level it was taken at, so that the memory marks
         // become in-flight levels without the error of a later tick.
-        let in_flight = inner.in_flight.current();
+        let in_flight = inner.turnstile.current();
         if let Some(mut m) = inner.monitor.try_lock() {
             inner.fit_memory(&mut m, in_flight, &inner.settings.load());
         }
@@ -998,7 +1004,7 @@ impl<C: Clock> Gate<C> {
         let thresholds = monitor.thresholds;
         let [p50, p99] = monitor.percentiles.quantiles([0.5, 0.99]);
         drop(monitor);
-        let in_flight = inner.in_flight.current();
+        let in_flight = inner.turnstile.current();
         Snapshot {
             at: Duration::from_nanos(now),
             in_flight,
@@ -1019,7 +1025,7 @@ impl<C: Clock> Gate<C> {
             memory_ratio: inner.memory.ratio(),
             switch: inner.switch.load(),
             switch_flips: inner.switch.flips(),
-            counters: inner.stripes.totals(),
+            counters: inner.totals(),
             learned,
             limits: Limits {
                 max_running: thresholds.max_running,
@@ -1256,12 +1262,11 @@ impl<'g, C: Clock> Ticket<'g, C> {
     }
 
     fn give_back(&self) {
-        let bucket = if self.urgent_bucket {
-            &self.inner.urgent
-        } else {
-            &self.inner.non_urgent
-        };
-        bucket.cancel(&self.reservation, self.inner.clock.now());
+        self.inner.cancel_in(
+            self.urgent_bucket,
+            &self.reservation,
+            self.inner.clock.now(),
+        );
     }
 }
 
@@ -1340,7 +1345,7 @@ impl<C: Clock> Inner<C> {
         let status = self.switch.load_bits();
         if status.on() {
             // The non-urgent floor may go a little above the ceiling (see `floor_slots`).
-            if self.in_flight.current() >= self.hot.floor_ceiling() {
+            if self.turnstile.current() >= self.hot.floor_ceiling() {
                 return Err(self.refuse(RejectReason::InFlightCeiling, None));
             }
         }
@@ -1384,7 +1389,7 @@ impl<C: Clock> Inner<C> {
             }
         }
         let shared = self.hot.shared_cap.load(Ordering::Relaxed);
-        let slot = if self.in_flight.try_enter(shared) {
+        let slot = if self.turnstile.try_enter(shared) {
             Slot::Regular
         } else {
             match self.enter_near_ceiling(now, class) {
@@ -1398,11 +1403,25 @@ impl<C: Clock> Inner<C> {
                 }
             }
         };
+        Ok(self.permit(now, waited, cost, slot, uncounted))
+    }
+
+    /// The permit of a request that has just taken its slot: counted (with its class, if
+    /// `uncounted`), and timed if it is one of the calls timed.
+    #[inline(always)]
+    fn permit(
+        &self,
+        now: Option<Nanos>,
+        waited: Nanos,
+        cost: u64,
+        slot: Slot,
+        uncounted: Option<Urgency>,
+    ) -> Permit<'_, C> {
         let seq = self.stripes.admit(uncounted.map(Self::class_event));
         let started = if seq & self.hot.sample_mask.load(Ordering::Relaxed) == 0 {
             let now = now.unwrap_or_else(|| self.clock.now());
             // The count this request just raised: its line is in this core's cache.
-            let level = self.in_flight.current();
+            let level = self.turnstile.current();
             if level >= self.ticks.early_level.load(Ordering::Relaxed) {
                 self.tick_early(now);
             } else {
@@ -1412,13 +1431,13 @@ impl<C: Clock> Inner<C> {
         } else {
             UNTIMED
         };
-        Ok(Permit {
+        Permit {
             inner: self,
             started,
             waited,
             outcome: Outcome::Succeeded,
             charge: Charge::new(cost, slot),
-        })
+        }
     }
 
     /// Adds a declared memory cost to the bytes in flight, refusing it if they had already reached
@@ -1481,7 +1500,7 @@ impl<C: Clock> Inner<C> {
             }
             Urgency::NonUrgent => {
                 let soft = hot.memory_soft_cap.load(Ordering::Relaxed);
-                let n = self.in_flight.current();
+                let n = self.turnstile.current();
                 let nu_ceiling = hot.non_urgent_cap.load(Ordering::Relaxed);
                 if n >= soft && n < memory_hard && memory_hard > soft {
                     // Between the marks: admit the share (hard - n) / (hard - soft), spread evenly.
@@ -1496,7 +1515,7 @@ impl<C: Clock> Inner<C> {
                 }
             }
         };
-        if self.in_flight.try_enter(cap) {
+        if self.turnstile.try_enter(cap) {
             return Ok(Slot::Regular);
         }
         // The non-urgent floor: whatever urgent demand takes, non-urgent requests get
@@ -1507,7 +1526,7 @@ impl<C: Clock> Inner<C> {
                 return Ok(Slot::Floor);
             }
         }
-        let n = self.in_flight.current();
+        let n = self.turnstile.current();
         let memory_bound = match urgency {
             Urgency::Urgent => n >= memory_hard,
             Urgency::NonUrgent => n >= hot.memory_soft_cap.load(Ordering::Relaxed).min(memory_hard),
@@ -1524,7 +1543,7 @@ impl<C: Clock> Inner<C> {
     /// rises after the slot is taken and falls before it is given back (see [`Inner::release`]),
     /// so that urgent requests never see more floor requests than there are.
     fn enter_floor(&self) -> bool {
-        if !self.in_flight.try_enter(self.hot.floor_cap()) {
+        if !self.turnstile.try_enter(self.hot.floor_cap()) {
             return false;
         }
         self.floor_in_flight.enter();
@@ -1555,21 +1574,28 @@ impl<C: Clock> Inner<C> {
         }
     }
 
+    /// The counters of every thread (see [`Stripes::totals`]).
+    fn totals(&self) -> Counters {
+        self.stripes.totals(self.turnstile.current())
+    }
+
     #[inline]
     fn release(&self, started: Nanos, outcome: Outcome, charge: Charge) {
         if charge.slot() == Slot::Floor {
             self.floor_in_flight.leave();
         }
-        self.in_flight.leave();
+        self.turnstile.leave();
         let cost = charge.cost();
         if cost > 0 {
             self.declared.fetch_sub(cost, Ordering::Relaxed);
         }
-        self.stripes.bump(match outcome {
-            Outcome::Succeeded => Event::Succeeded,
-            Outcome::Failed => Event::Failed,
-            Outcome::Cancelled => Event::Cancelled,
-        });
+        // A success is counted by what it is not (see `Stripes::totals`), so that the common
+        // release touches no counter of this thread's.
+        match outcome {
+            Outcome::Succeeded => {}
+            Outcome::Failed => self.stripes.bump(Event::Failed),
+            Outcome::Cancelled => self.stripes.bump(Event::Cancelled),
+        }
         if started != UNTIMED && outcome != Outcome::Cancelled {
             self.record_latency(started);
         }
@@ -1660,8 +1686,27 @@ impl<C: Clock> Inner<C> {
     ) -> Result<D, Rejection> {
         let use_urgent = urgency == Urgency::Urgent || !status.split();
         let max_wait = self.hot.max_wait.load(Ordering::Relaxed);
-        let bucket = self.bucket_cell(use_urgent);
-        let first = bucket.reserve(now, max_wait, &self.hot.bucket(use_urgent));
+        let params = self.hot.bucket(use_urgent);
+        let first = if use_urgent {
+            // The common admission: a token of the whole gate now and a slot below the shared
+            // level, in one compare-and-swap of the turnstile. A request with a declared cost, or
+            // one that finds no slot there, takes its slot the long way (`enter`).
+            let cap = if cost == 0 {
+                self.hot.shared_cap.load(Ordering::Relaxed)
+            } else {
+                0
+            };
+            match self.turnstile.draw(now, max_wait, &params, cap) {
+                Drawn::Admitted(_) => {
+                    let permit = self.permit(Some(now), 0, 0, Slot::Regular, Some(urgency));
+                    return Ok(D::admitted(permit));
+                }
+                Drawn::Reserved(token) => Ok(token),
+                Drawn::Refused(retry_after) => Err(retry_after),
+            }
+        } else {
+            self.non_urgent.reserve(now, max_wait, &params)
+        };
         match &first {
             Ok(token) if token.wait == 0 => {
                 // The class is counted with the admission (one lookup of this thread's counters).
@@ -1683,13 +1728,29 @@ impl<C: Clock> Inner<C> {
             .and_then(D::settle)
     }
 
-    /// The bucket a request draws from: the whole gate's (urgent) or the non-urgent one.
-    #[inline]
-    fn bucket_cell(&self, urgent: bool) -> &Bucket {
+    /// Reserves a token of the bucket `urgent` names: the whole gate's (in the turnstile) or the
+    /// non-urgent one.
+    #[inline(always)]
+    fn reserve_in(
+        &self,
+        urgent: bool,
+        now: Nanos,
+        max_wait: Nanos,
+        params: &BucketParams,
+    ) -> Result<Reservation, Nanos> {
         if urgent {
-            &self.urgent
+            self.turnstile.reserve(now, max_wait, params)
         } else {
-            &self.non_urgent
+            self.non_urgent.reserve(now, max_wait, params)
+        }
+    }
+
+    /// Hands a token back to the bucket `urgent` names (see [`Bucket::cancel`]).
+    fn cancel_in(&self, urgent: bool, token: &Reservation, now: Nanos) {
+        if urgent {
+            self.turnstile.cancel(token, now);
+        } else {
+            self.non_urgent.cancel(token, now);
         }
     }
 
@@ -1711,8 +1772,7 @@ impl<C: Clock> Inner<C> {
         } else {
             Class::Floor
         };
-        let bucket = self.bucket_cell(use_urgent);
-        self.enter_with_token(now, class, cost, bucket, token, uncounted)
+        self.enter_with_token(now, class, cost, use_urgent, token, uncounted)
     }
 
     /// The rest of [`Inner::draw`], given what the first bucket answered (`first`, from the
@@ -1731,10 +1791,9 @@ impl<C: Clock> Inner<C> {
         let max_wait = self.hot.max_wait.load(Ordering::Relaxed);
         let mut answer = Some(first);
         loop {
-            let bucket = self.bucket_cell(use_urgent);
             let reserved = match answer.take() {
                 Some(first) => first,
-                None => bucket.reserve(now, max_wait, &self.hot.bucket(use_urgent)),
+                None => self.reserve_in(use_urgent, now, max_wait, &self.hot.bucket(use_urgent)),
             };
             let (reason, retry_after) = match reserved {
                 Ok(r) if r.wait == 0 => {
@@ -1756,7 +1815,7 @@ impl<C: Clock> Inner<C> {
                         }));
                     }
                     self.waiters.fetch_sub(1, Ordering::AcqRel);
-                    bucket.cancel(&r, now);
+                    self.cancel_in(use_urgent, &r, now);
                     (RejectReason::TooManyWaiters, r.wait)
                 }
                 Err(retry_after) => (RejectReason::RateLimited, retry_after),
@@ -1785,10 +1844,10 @@ impl<C: Clock> Inner<C> {
             // Work-conserving: a non-urgent request past its own bucket may still take a token of
             // the whole gate that is free right now, one that no urgent request has reserved.
             if !use_urgent && self.hot.learning.load(Ordering::Relaxed) {
-                if let Ok(spare) = self.urgent.reserve(now, 0, &self.hot.spare(true)) {
+                if let Ok(spare) = self.turnstile.reserve(now, 0, &self.hot.spare(true)) {
                     let class = Class::Known(urgency);
                     return self
-                        .enter_with_token(now, class, cost, &self.urgent, &spare, None)
+                        .enter_with_token(now, class, cost, true, &spare, None)
                         .map(Admission::Now);
                 }
             }
@@ -1796,27 +1855,27 @@ impl<C: Clock> Inner<C> {
         }
     }
 
-    /// [`Inner::enter`] for a request that has just taken `token` from `bucket`. Refused at a
-    /// ceiling after all, it gives the token back (while it is still the bucket's latest), or in a
-    /// flood the bucket would run slower than its rate.
+    /// [`Inner::enter`] for a request that has just taken `token` from the bucket `urgent` names.
+    /// Refused at a ceiling after all, it gives the token back (while it is still the bucket's
+    /// latest), or in a flood the bucket would run slower than its rate.
     #[inline(always)]
     fn enter_with_token(
         &self,
         now: Nanos,
         class: Class<'_, '_>,
         cost: u64,
-        bucket: &Bucket,
+        urgent: bool,
         token: &Reservation,
         uncounted: Option<Urgency>,
     ) -> Result<Permit<'_, C>, Rejection> {
         self.enter(Some(now), 0, class, cost, uncounted)
             .inspect_err(|_| {
-                bucket.cancel(token, now);
+                self.cancel_in(urgent, token, now);
             })
     }
 
     fn drain_buckets(&self, now: Nanos) {
-        self.urgent.drain(now, &self.hot.bucket(true));
+        self.turnstile.drain(now, &self.hot.bucket(true));
         self.non_urgent.drain(now, &self.hot.bucket(false));
     }
 
@@ -1846,8 +1905,8 @@ impl<C: Clock> Inner<C> {
             // Not before the service has completed as many requests as it holds: until then
             // the latencies seen are the quickest of those sent at the start (on many workers in
             // parallel), and every figure taken from them is too low.
-            let in_flight = self.in_flight.current();
-            if self.stripes.totals().released() >= in_flight {
+            let in_flight = self.turnstile.current();
+            if self.totals().released() >= in_flight {
                 self.evaluate(&mut monitor, now);
             } else {
                 self.ticks
@@ -1905,7 +1964,7 @@ impl<C: Clock> Inner<C> {
         };
 
         // Rates over the time since the last tick. A clock that went backwards leaves them as they were.
-        let totals = self.stripes.totals();
+        let totals = self.totals();
         let mut figures = Figures {
             trimmed_mean: tmean,
             samples,
@@ -1933,7 +1992,7 @@ impl<C: Clock> Inner<C> {
                 r => (1u64 << (63 - r.leading_zeros())) - 1,
             };
             self.hot.sample_mask.store(mask, Ordering::Relaxed);
-            let in_flight = self.in_flight.current();
+            let in_flight = self.turnstile.current();
             // Refusals at a ceiling the config holds below the learned one say nothing about the
             // service's room.
             let ceiling_refusals = if m.ceiling_bounded {
@@ -1992,12 +2051,22 @@ impl<C: Clock> Inner<C> {
         }
         m.figures = figures;
         let auto_ceiling = config.gate.max_in_flight.is_auto();
-        self.mark_early_tick(auto_ceiling, &m.learned, self.in_flight.current());
+        self.mark_early_tick(auto_ceiling, &m.learned, self.turnstile.current());
         self.apply_learned(&settings, m);
 
         let learning = self.hot.learning.load(Ordering::Relaxed);
         self.evaluate_switch(&figures, m.thresholds, &mut m.pace, learning, now);
         self.update_max_wait(m, &settings);
+        self.configure_turnstile(now);
+    }
+
+    /// Puts the turnstile in the mode the whole gate's rate and the longest wait now allow, and
+    /// re-anchors it at `now` (see [`Turnstile::configure`]): on every tick, since the request
+    /// path only ever leaves the fast mode.
+    fn configure_turnstile(&self, now: Nanos) {
+        let max_wait = self.hot.max_wait.load(Ordering::Relaxed);
+        self.turnstile
+            .configure(now, &self.hot.bucket(true), max_wait);
     }
 
     /// Pairs a new memory reading with the in-flight level and turns the memory marks into in-flight
@@ -2145,7 +2214,7 @@ impl<C: Clock> Inner<C> {
         // urgent demand alone fills the working level: urgent requests are then an overload of
         // their own, limited at the ceiling anyway, and an excess kept for them is a queue every
         // request waits in.
-        let in_flight = self.in_flight.current();
+        let in_flight = self.turnstile.current();
         // Whether urgent demand alone fills the working level: at the service's own latency, not
         // at the latency of now, which holds the very excess being drained (judged at it, urgent
         // demand at half the capacity "filled" a lowered ceiling, and every urgent request was
@@ -2222,7 +2291,7 @@ impl<C: Clock> Inner<C> {
             (1, 0)
         };
         let calm_since = &mut pace.calm_since;
-        let in_flight = self.in_flight.current();
+        let in_flight = self.turnstile.current();
         let max_latency = t.max_avg_latency;
         let status = self.switch.load();
         let tmean_ms = figures.trimmed_mean.map(|t| t as f64 / 1e6);

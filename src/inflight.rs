@@ -2,7 +2,10 @@
 //!
 //! One shared atomic is unavoidable for an exact ceiling: a request takes a slot with a
 //! compare-and-swap that refuses at the ceiling (so the count never exceeds it, even for a moment, and
-//! a refused request leaves no trace), and gives it back with one decrement.
+//! a refused request leaves no trace), and gives it back with one decrement. The gate counts its
+//! requests in flight in the word of its [`Turnstile`](crate::turnstile::Turnstile), which holds
+//! the whole gate's token bucket beside the count, and uses this counter for the share of them
+//! on the non-urgent floor.
 //!
 //! ```
 //! use sluicegate::inflight::InFlight;

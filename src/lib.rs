@@ -126,7 +126,8 @@
 //!
 //! The modules, one concept each: [`config`] (the TOML file and its validation), [`clock`],
 //! [`request`] and [`routes`] and [`lookup`] (what a request is and how urgent), [`bucket`] (the
-//! token bucket), [`sampler`] (latency summaries), [`capacity`] (the learned figures), [`probe`]
+//! token bucket), [`inflight`] and [`turnstile`] (the in-flight count, and the count and the whole
+//! gate's bucket in one word), [`sampler`] (latency summaries), [`capacity`] (the learned figures), [`probe`]
 //! (memory), [`switch`], [`gate`] (the guard), [`snapshot`] and [`counters`] (what it reports),
 //! [`rejection`] (why it refused), and `sim` (the simulator, feature `sim`).
 #![warn(missing_docs, unreachable_pub)]
@@ -152,6 +153,7 @@ pub mod sim;
 pub mod snapshot;
 pub mod switch;
 mod sync;
+pub mod turnstile;
 
 pub use config::{Config, ConfigError};
 pub use gate::{Admission, Gate, GateBuilder, Permit, Ticket};
