@@ -1836,3 +1836,121 @@ fn failing_or_panicking_memory_probe_leaves_the_gate_admitting_with_memory_unkno
     assert_eq!(gate.snapshot().memory_ratio, None);
     assert!(gate.try_acquire(&Request::url("/x")).is_ok());
 }
+
+/// A gate switched on and then left idle, for minutes to a century (beyond the window its
+/// turnstile's fast mode reads the schedule in, 4.6 minutes around its anchor): the first
+/// requests after find a full bucket, exactly its capacity at once, then one per interval with a
+/// truthful `retry_after`, and the in-flight ceiling holds throughout, as on a gate that was
+/// never idle.
+#[test]
+fn a_gate_idle_for_minutes_to_a_century_admits_its_burst_then_its_rate_under_its_ceiling() {
+    const SECOND: u64 = 1_000_000_000;
+    let minute = 60 * SECOND;
+    for idle in [
+        4 * minute,
+        5 * minute,
+        3_600 * SECOND,
+        86_400 * SECOND,
+        100 * 365 * 86_400 * SECOND,
+    ] {
+        // 100/s banking 5 tokens; at most 4 in flight; no waiting.
+        let mut config = small_config();
+        config.gate.max_qps = (100.0).into();
+        config.gate.burst = Duration::from_millis(50);
+        config.gate.request_timeout = Duration::ZERO;
+        config.gate.max_running = (4).into();
+        config.gate.max_in_flight = (4).into();
+        config.gate.switch = SwitchMode::ForceOn;
+        let (gate, clock, _) = gate_with(config);
+        // The switch drained the bucket (one token): spend it, and the next at 10 ms.
+        assert!(gate.try_acquire(&URGENT).is_ok());
+        clock.advance(Duration::from_millis(10));
+        assert!(gate.try_acquire(&URGENT).is_ok());
+        clock.advance(nanos(idle));
+        let held: Vec<_> = (0..4)
+            .map(|i| {
+                gate.try_acquire(&URGENT)
+                    .unwrap_or_else(|r| panic!("idle {idle}: request {i} refused: {r:?}"))
+            })
+            .collect();
+        let at_ceiling = gate.try_acquire(&URGENT).unwrap_err();
+        assert_eq!(
+            at_ceiling.reason,
+            RejectReason::InFlightCeiling,
+            "idle {idle}"
+        );
+        drop(held);
+        // The fifth token of the full bucket, then none for 10 ms.
+        assert!(gate.try_acquire(&URGENT).is_ok(), "idle {idle}");
+        let paced = gate.try_acquire(&URGENT).unwrap_err();
+        assert_eq!(paced.reason, RejectReason::RateLimited, "idle {idle}");
+        assert_eq!(
+            paced.retry_after,
+            Some(Duration::from_millis(10)),
+            "idle {idle}"
+        );
+        clock.advance(Duration::from_millis(10));
+        assert!(gate.try_acquire(&URGENT).is_ok(), "idle {idle}");
+        assert!(gate.try_acquire(&URGENT).is_err(), "idle {idle}");
+        let s = gate.snapshot();
+        assert_figures_sane(&s);
+        assert_eq!(s.in_flight, 0);
+        assert_eq!(s.counters.admitted, 2 + 5 + 1, "idle {idle}");
+        assert_eq!(s.counters.succeeded, 2 + 5 + 1, "idle {idle}");
+    }
+}
+
+/// Four threads hammering a gate switched on, on the real clock: each admission takes a token
+/// and a slot in one compare-and-swap of the turnstile, and the slots never exceed the in-flight
+/// ceiling, as the holders themselves count them; in the end nothing is in flight and every
+/// admission is released as a success.
+#[test]
+fn threads_drawing_tokens_and_slots_together_never_hold_more_than_the_ceiling() {
+    const THREADS: usize = 4;
+    const CALLS: u64 = 50_000;
+    const CEILING: u64 = 3;
+    let mut config = Config::default();
+    config.gate.max_qps = (1e9).into();
+    config.gate.burst = Duration::from_millis(100);
+    config.gate.max_running = (CEILING).into();
+    config.gate.max_in_flight = (CEILING).into();
+    config.gate.switch = SwitchMode::ForceOn;
+    let gate = Gate::builder(config)
+        .without_memory_probe()
+        .build()
+        .expect("valid config");
+    let holding = AtomicU64::new(0);
+    let most = AtomicU64::new(0);
+    let admitted = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..THREADS {
+            scope.spawn(|| {
+                for _ in 0..CALLS {
+                    if let Ok(permit) = gate.try_acquire(&URGENT) {
+                        let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        admitted.fetch_add(1, Ordering::Relaxed);
+                        holding.fetch_sub(1, Ordering::SeqCst);
+                        drop(permit);
+                    }
+                }
+            });
+        }
+    });
+    assert!(
+        most.load(Ordering::SeqCst) <= CEILING,
+        "{most:?} held at once"
+    );
+    let s = gate.snapshot();
+    assert_figures_sane(&s);
+    assert_eq!(s.in_flight, 0);
+    let admitted = admitted.load(Ordering::Relaxed);
+    assert!(admitted > 0);
+    assert_eq!(s.counters.admitted, admitted);
+    assert_eq!(s.counters.succeeded, admitted);
+    assert_eq!(
+        s.counters.admitted + s.counters.refused_in_flight,
+        THREADS as u64 * CALLS,
+        "a call is admitted or refused at the ceiling (the rate never binds)"
+    );
+}
