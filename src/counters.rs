@@ -29,7 +29,8 @@ pub struct Counters {
     pub abandoned: u64,
     /// Admitted requests that waited for their token.
     pub waited: u64,
-    /// Admitted requests released as a success (returned, or the permit was dropped).
+    /// Admitted requests released as a success (returned, or the permit was dropped): the
+    /// admitted ones no longer in flight that neither failed nor were cancelled.
     pub succeeded: u64,
     /// Admitted requests released as a failure (`Permit::failure`, or the handler panicked).
     pub failed: u64,

@@ -1025,7 +1025,7 @@ impl<C: Clock> Gate<C> {
             memory_ratio: inner.memory.ratio(),
             switch: inner.switch.load(),
             switch_flips: inner.switch.flips(),
-            counters: inner.totals(),
+            counters: inner.stripes.totals(in_flight),
             learned,
             limits: Limits {
                 max_running: thresholds.max_running,
