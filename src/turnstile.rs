@@ -64,7 +64,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::bucket::{schedule, BucketParams, Reservation, Schedule};
+use crate::bucket::{note_seen, schedule, BucketParams, Reservation, Schedule};
 use crate::clock::Nanos;
 use crate::sync::{lock, AtomicU64, Mutex};
 
@@ -299,7 +299,7 @@ impl Turnstile {
                         word = current;
                         continue;
                     }
-                    self.seen.fetch_max(now, Ordering::AcqRel);
+                    note_seen(&self.seen, now);
                     return Ok(Drawn::Refused(retry_after));
                 }
                 // Not in the fast mode's window; as the bucket does, without a time seen.
@@ -358,7 +358,7 @@ impl Turnstile {
                     if self.word.load(Ordering::Acquire) & MODE != 0 {
                         return None;
                     }
-                    self.seen.fetch_max(now, Ordering::AcqRel);
+                    note_seen(&self.seen, now);
                     return Some(Drawn::Refused(retry_after));
                 }
                 Schedule::Exhausted { retry_after } => return Some(Drawn::Refused(retry_after)),
