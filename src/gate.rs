@@ -565,8 +565,8 @@ struct Inner<C: Clock> {
     /// The requests in flight and the whole gate's bucket (urgent requests, and every request
     /// before the split), in one word: see [`Turnstile`].
     turnstile: CachePadded<Turnstile>,
-    /// The requests in flight that entered on the non-urgent floor above the ceiling (part of
-    /// `in_flight`): urgent requests do not count them against the ceiling, so the floor takes
+    /// The requests in flight that entered on the non-urgent floor above the ceiling (part of the
+    /// turnstile's count): urgent requests do not count them against the ceiling, so the floor takes
     /// its slots next to the urgent headroom, not out of it.
     floor_in_flight: CachePadded<InFlight>,
     /// Declared memory costs of the requests in flight, in bytes.
@@ -1330,8 +1330,8 @@ impl<C: Clock> Inner<C> {
     }
 
     /// The hard ceilings, checked before anything else. With the switch off the in-flight ceiling is
-    /// left to [`InFlight::try_enter`], which enforces it anyway, so the common path reads the shared
-    /// counter once; with the switch on it is checked here too, so that a request refused at the
+    /// left to [`Turnstile::try_enter`], which enforces it anyway, so the common path reads the
+    /// shared word once; with the switch on it is checked here too, so that a request refused at the
     /// ceiling does not take a token first. Always inlined, for the reason given at
     /// [`Inner::enter`].
     #[inline(always)]
