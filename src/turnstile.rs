@@ -84,8 +84,9 @@ pub const FRESH: Nanos = 1 << 38;
 /// The fast mode keeps the schedule within this of its anchor (about 18 minutes).
 pub const WINDOW: Nanos = 1 << 40;
 /// The fast mode serves token intervals, burst tolerances and waits of at most this (about
-/// 2 minutes 17 seconds).
-pub const FITS: Nanos = 1 << 37;
+/// 2 minutes 17 seconds): all bits below one, so that a single test of the three together says
+/// whether they fit.
+pub const FITS: Nanos = (1 << 37) - 1;
 /// [`Turnstile::configure`] re-anchors once the clock is this far from the anchor (about 69 s).
 const REANCHOR: Nanos = 1 << 36;
 /// The fast mode keeps clear of the end of 64-bit time.
@@ -96,7 +97,7 @@ const LATEST_ANCHOR: Nanos = u64::MAX - (1 << 42);
 // window; raising an old schedule to `anchor - FRESH` leaves a full bucket full.
 const _: () = assert!(FRESH + 3 * FITS <= WINDOW);
 const _: () = assert!(WINDOW + FRESH < 1 << (SCHEDULE_BITS - 1));
-const _: () = assert!(FITS <= FRESH && REANCHOR < FRESH);
+const _: () = assert!(FITS <= FRESH && REANCHOR < FRESH && (FITS + 1).is_power_of_two());
 
 /// The TAT a word's schedule stands for, read against `reference`, which must lie within half
 /// the schedule's range (2^41 ns) of it: the difference, computed in the schedule's place at the
@@ -116,7 +117,7 @@ fn encode(word: u64, tat: Nanos) -> u64 {
 /// Whether a draw with these parameters may run in the fast mode.
 #[inline]
 fn fits(params: &BucketParams, max_wait: Nanos) -> bool {
-    params.interval() <= FITS && params.tolerance() <= FITS && max_wait <= FITS
+    (params.interval() | params.tolerance() | max_wait) <= FITS
 }
 
 /// Whether `now` lies closer than `distance` to `anchor`, either side (not across the end of
