@@ -193,7 +193,7 @@ impl Reservation {
 /// reading covers any clock that does not go back, and for one that does the guarantee then
 /// holds to within the two refusals' difference. Alone on a thread it is exact.
 #[inline]
-pub(crate) fn note_seen(seen: &AtomicU64, now: Nanos) {
+fn note_seen(seen: &AtomicU64, now: Nanos) {
     if seen.load(Ordering::Relaxed) < now {
         seen.store(now, Ordering::Relaxed);
     }
@@ -243,7 +243,7 @@ impl Bucket {
                     // Remember the latest time a refusal saw: a reservation handed back later must
                     // not reopen a slot that time has passed, even if the clock has gone back
                     // meanwhile.
-                    note_seen(&self.seen, now);
+                    self.note_refusal(now);
                     return Err(retry_after);
                 }
                 Schedule::Exhausted { retry_after } => return Err(retry_after),
@@ -275,8 +275,7 @@ impl Bucket {
     /// with a plain store: of two refusals racing, the later time may go unrecorded, and the
     /// guarantee then holds to within their difference.)
     pub fn cancel(&self, reservation: &Reservation, now: Nanos) -> bool {
-        let seen = self.seen.fetch_max(now, Ordering::AcqRel).max(now);
-        let restored = reservation.restored(seen);
+        let restored = reservation.restored(self.see(now));
         self.tat
             .compare_exchange(
                 reservation.after,
@@ -292,6 +291,29 @@ impl Bucket {
     pub fn drain(&self, now: Nanos, params: &BucketParams) {
         let empty = now.saturating_add(params.tolerance);
         self.tat.fetch_max(empty, Ordering::AcqRel);
+    }
+
+    /// Records `now` as a time a refusal saw (see [`note_seen`]), for a refusal decided outside
+    /// [`Bucket::reserve`] (the turnstile's fast mode) against the same guard.
+    #[inline]
+    pub(crate) fn note_refusal(&self, now: Nanos) {
+        note_seen(&self.seen, now);
+    }
+
+    /// Raises the latest time seen to `now` and returns it, as a hand-back does first.
+    pub(crate) fn see(&self, now: Nanos) -> Nanos {
+        self.seen.fetch_max(now, Ordering::AcqRel).max(now)
+    }
+
+    /// The schedule (TAT) as it stands.
+    pub(crate) fn tat(&self) -> Nanos {
+        self.tat.load(Ordering::Acquire)
+    }
+
+    /// Replaces the schedule, for a caller that has kept it elsewhere meanwhile (the turnstile
+    /// moving to its exact mode).
+    pub(crate) fn set_tat(&self, tat: Nanos) {
+        self.tat.store(tat, Ordering::Release);
     }
 
     /// How long from `now` until the bucket would admit a request at once.

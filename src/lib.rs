@@ -127,9 +127,9 @@
 //! The modules, one concept each: [`config`] (the TOML file and its validation), [`clock`],
 //! [`request`] and [`routes`] and [`lookup`] (what a request is and how urgent), [`bucket`] (the
 //! token bucket), [`inflight`] and [`turnstile`] (the in-flight count, and the count and the whole
-//! gate's bucket in one word), [`sampler`] (latency summaries), [`capacity`] (the learned figures), [`probe`]
-//! (memory), [`switch`], [`gate`] (the guard), [`snapshot`] and [`counters`] (what it reports),
-//! [`rejection`] (why it refused), and `sim` (the simulator, feature `sim`).
+//! gate's bucket in one word), [`sampler`] (latency summaries), [`capacity`] (the learned
+//! figures), [`probe`] (memory), [`switch`], [`gate`] (the guard), [`snapshot`] and [`counters`]
+//! (what it reports), [`rejection`] (why it refused), and `sim` (the simulator, feature `sim`).
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 

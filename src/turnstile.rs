@@ -2,10 +2,9 @@
 //!
 //! # Why
 //! With the switch on, an admitted request needs a token of the whole gate's bucket and a slot
-//! under the in-flight ceiling. Kept apart (a [`Bucket`](crate::bucket::Bucket) and an
-//! [`InFlight`](crate::inflight::InFlight)), they cost three locked read-modify-writes per
-//! request: the bucket's compare-and-swap, the counter's, and the release's decrement, where
-//! governor's `check()` pays one. Measured on an AMD EPYC, each costs about half of governor's
+//! under the in-flight ceiling. Kept apart (a [`Bucket`] and an [`InFlight`]), they cost three
+//! locked read-modify-writes per request: the bucket's compare-and-swap, the counter's, and the
+//! release's decrement, where governor's `check()` pays one. Measured on an AMD EPYC, each costs about half of governor's
 //! whole call (the rest of it is the clock), and the three made the switched-on guard 2.4 times
 //! governor's `check()`. Here the bucket's schedule and the count share one 64-bit word, so
 //! [`Turnstile::draw`] takes the token and the slot with one compare-and-swap, and only the
@@ -21,17 +20,16 @@
 //! * parameters that fit: a token interval, burst tolerance and wait of at most [`FITS`] each.
 //!
 //! Anything else (a long idle spell, a clock that jumped, a wait or burst of minutes, the end of
-//! 64-bit time) runs in *exact* mode: the schedule in a 64-bit word of its own, with the bucket's
-//! arithmetic to the nanosecond (the same function, [`crate::bucket`]'s), at the old cost. The
-//! request path only ever leaves the fast mode; [`Turnstile::configure`], which the gate calls
+//! 64-bit time) runs in *exact* mode: the schedule in a [`Bucket`] of its own, whose draws,
+//! hand-backs and drains the turnstile calls, at the old cost. The request path only ever leaves
+//! the fast mode; [`Turnstile::configure`], which the gate calls
 //! on each tick, returns to it, anchored at the tick's time, when it can. A change of mode is
 //! made under a lock, in two steps: the word is first marked *pending* (no token is taken in
 //! either mode meanwhile; a request that finds the mark waits for the lock), then the schedule
 //! moves across. The count goes on changing throughout.
 //!
 //! # Contract
-//! Used from one thread, a turnstile answers as a [`Bucket`](crate::bucket::Bucket) and an
-//! [`InFlight`](crate::inflight::InFlight) counter would (`tests/turnstile.rs` drives both with
+//! Used from one thread, a turnstile answers as a [`Bucket`] and an [`InFlight`] counter would (`tests/turnstile.rs` drives both with
 //! the same random sequences): the same admissions, waits, refusals and retry times. One
 //! deviation is by design: anchoring the fast mode at `now` raises a schedule older than
 //! `now - FRESH` to `now - FRESH`, a full bucket either way for every reading from there on; a
@@ -61,10 +59,12 @@
 //! turnstile.leave();
 //! assert_eq!(turnstile.current(), 0);
 //! ```
+//!
+//! [`InFlight`]: crate::inflight::InFlight
 
 use std::sync::atomic::Ordering;
 
-use crate::bucket::{note_seen, schedule, BucketParams, Reservation, Schedule};
+use crate::bucket::{schedule, Bucket, BucketParams, Reservation, Schedule};
 use crate::clock::Nanos;
 use crate::sync::{lock, AtomicU64, Mutex};
 
@@ -161,10 +161,9 @@ pub struct Turnstile {
     word: AtomicU64,
     /// The clock reading the fast mode is anchored at.
     anchor: AtomicU64,
-    /// The schedule in exact mode.
-    exact: AtomicU64,
-    /// The latest `now` a refusal or a hand-back saw (see [`Bucket::cancel`](crate::bucket::Bucket::cancel)).
-    seen: AtomicU64,
+    /// The schedule in exact mode, and in either mode the latest time a refusal or a hand-back
+    /// saw (see [`Bucket::cancel`]).
+    exact: Bucket,
     /// Held while the mode changes.
     mode: Mutex<()>,
 }
@@ -191,8 +190,7 @@ impl Turnstile {
         Turnstile {
             word: AtomicU64::new(0),
             anchor: AtomicU64::new(0),
-            exact: AtomicU64::new(0),
-            seen: AtomicU64::new(0),
+            exact: Bucket::new(),
             mode: Mutex::new(()),
         }
     }
@@ -221,7 +219,7 @@ impl Turnstile {
 
     /// Draws a token for a request at `now` that may wait up to `max_wait`, and with a token at
     /// once also a slot if fewer than `cap` requests (at most [`MAX_COUNT`]) are in flight, both
-    /// in one compare-and-swap. The token is as [`Bucket::reserve`](crate::bucket::Bucket::reserve)
+    /// in one compare-and-swap. The token is as [`Bucket::reserve`]
     /// would give it; without the slot ([`Drawn::Reserved`]) the caller takes one its own way or
     /// hands the token back ([`Turnstile::cancel`]).
     #[inline(always)]
@@ -236,7 +234,7 @@ impl Turnstile {
     }
 
     /// Reserves the next token if it will exist within `max_wait` of `now`, as
-    /// [`Bucket::reserve`](crate::bucket::Bucket::reserve) does; takes no slot.
+    /// [`Bucket::reserve`] does; takes no slot.
     pub fn reserve(
         &self,
         now: Nanos,
@@ -300,7 +298,7 @@ impl Turnstile {
                         word = current;
                         continue;
                     }
-                    note_seen(&self.seen, now);
+                    self.exact.note_refusal(now);
                     return Ok(Drawn::Refused(retry_after));
                 }
                 // Not in the fast mode's window; as the bucket does, without a time seen.
@@ -331,7 +329,8 @@ impl Turnstile {
         }
     }
 
-    /// [`Turnstile::draw`] in the exact mode; `None` if the mode changed under it.
+    /// [`Turnstile::draw`] in the exact mode: the bucket's own draw, then the word's confirmation
+    /// (with the slot); `None` if the mode changed under it.
     fn draw_exact(
         &self,
         now: Nanos,
@@ -339,31 +338,13 @@ impl Turnstile {
         params: &BucketParams,
         cap: u64,
     ) -> Option<Drawn> {
-        let mut tat = self.exact.load(Ordering::Acquire);
-        loop {
-            match schedule(tat, now, max_wait, params) {
-                Schedule::Take { wait, after } => match self.exact.compare_exchange_weak(
-                    tat,
-                    after,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => {
-                        let token = Reservation::new(wait, tat, after);
-                        let slot = self.confirm_exact(wait == 0, cap)?;
-                        return Some(Drawn::new(slot, token));
-                    }
-                    Err(current) => tat = current,
-                },
-                Schedule::Refuse { retry_after } => {
-                    if self.word.load(Ordering::Acquire) & MODE != 0 {
-                        return None;
-                    }
-                    note_seen(&self.seen, now);
-                    return Some(Drawn::Refused(retry_after));
-                }
-                Schedule::Exhausted { retry_after } => return Some(Drawn::Refused(retry_after)),
+        match self.exact.reserve(now, max_wait, params) {
+            Ok(token) => {
+                let slot = self.confirm_exact(token.wait == 0, cap)?;
+                Some(Drawn::new(slot, token))
             }
+            Err(retry_after) => (self.word.load(Ordering::Acquire) & MODE == 0)
+                .then_some(Drawn::Refused(retry_after)),
         }
     }
 
@@ -399,27 +380,18 @@ impl Turnstile {
         self.to_exact_locked();
     }
 
-    /// Hands an unused reservation back, as [`Bucket::cancel`](crate::bucket::Bucket::cancel)
+    /// Hands an unused reservation back, as [`Bucket::cancel`]
     /// does: only while it is still the latest, and never to before the latest time seen.
     /// During a change of mode it is kept (erring on the side of the service).
     pub fn cancel(&self, reservation: &Reservation, now: Nanos) -> bool {
-        let seen = self.seen.fetch_max(now, Ordering::AcqRel).max(now);
-        let restored = reservation.restored(seen);
+        let restored = reservation.restored(self.exact.see(now));
         let mut word = self.word.load(Ordering::Acquire);
         loop {
             if word & PENDING != 0 {
                 return false;
             }
             if word & FAST == 0 {
-                return self
-                    .exact
-                    .compare_exchange(
-                        reservation.after(),
-                        restored,
-                        Ordering::AcqRel,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok();
+                return self.exact.cancel(reservation, now);
             }
             if !near(now, self.anchor.load(Ordering::Acquire), FRESH) {
                 self.leave_fast();
@@ -442,7 +414,7 @@ impl Turnstile {
     }
 
     /// Empties the bucket at `now` (keeps one token), as
-    /// [`Bucket::drain`](crate::bucket::Bucket::drain) does. Takes the lock: for the switch's
+    /// [`Bucket::drain`] does. Takes the lock: for the switch's
     /// flips, not for requests.
     pub fn drain(&self, now: Nanos, params: &BucketParams) {
         let _guard = lock(&self.mode);
@@ -450,7 +422,7 @@ impl Turnstile {
         let mut word = self.word.load(Ordering::Acquire);
         loop {
             if word & FAST == 0 {
-                self.exact.fetch_max(empty, Ordering::AcqRel);
+                self.exact.drain(now, params);
                 return;
             }
             if !fits(params, 0) || !near(now, self.anchor.load(Ordering::Acquire), FRESH) {
@@ -477,12 +449,12 @@ impl Turnstile {
     pub fn time_to_token(&self, now: Nanos, params: &BucketParams) -> Nanos {
         let _guard = lock(&self.mode);
         let word = self.word.load(Ordering::Acquire);
-        let tat = if word & FAST != 0 {
-            decode(word, self.anchor.load(Ordering::Acquire))
-        } else {
-            self.exact.load(Ordering::Acquire)
-        };
-        tat.saturating_sub(params.tolerance()).saturating_sub(now)
+        if word & FAST == 0 {
+            return self.exact.time_to_token(now, params);
+        }
+        decode(word, self.anchor.load(Ordering::Acquire))
+            .saturating_sub(params.tolerance())
+            .saturating_sub(now)
     }
 
     /// Takes a slot if fewer than `max` requests (at most [`MAX_COUNT`]) are in flight.
@@ -545,7 +517,7 @@ impl Turnstile {
         };
         // While the word is marked, nothing but the count changes: its schedule is final.
         let tat = decode(word, self.anchor.load(Ordering::Acquire));
-        self.exact.store(tat, Ordering::Release);
+        self.exact.set_tat(tat);
         self.settle(|w| w & MAX_COUNT);
     }
 
@@ -556,10 +528,7 @@ impl Turnstile {
             return;
         }
         // A schedule before `now - FRESH` is a full bucket for every reading the fast mode serves.
-        let tat = self
-            .exact
-            .load(Ordering::Acquire)
-            .max(now.saturating_sub(FRESH));
+        let tat = self.exact.tat().max(now.saturating_sub(FRESH));
         if tat > now.saturating_add(WINDOW / 2) {
             self.settle(|w| w & !PENDING);
             return;
