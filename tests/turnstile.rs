@@ -766,9 +766,10 @@ fn near_the_end_of_time_a_turnstile_leaves_the_fast_mode_and_stays_exact_with_th
     }
 }
 
-/// An anchor within [`FRESH`] of 0 lies within `FRESH` of the end of 64-bit time, modulo 2^64: the
-/// fast mode may serve readings there, and must give the bucket's answers (one token, then none:
-/// the schedule has run into the end of time), not saturate and admit without limit.
+/// An anchor within [`FRESH`] of 0 lies within `FRESH` of the end of 64-bit time modulo 2^64 (a
+/// first draft's distance wrapped, and its fast mode served readings there, admitting without
+/// limit): readings at the end of time must get the bucket's answers (one token, then none: the
+/// schedule has run into the end of time).
 #[test]
 fn a_fast_mode_anchored_in_the_clocks_first_minutes_gives_the_buckets_answers_at_the_end_of_time() {
     for (anchor, capacity) in [(0, 1), (0, 3), (SECOND, 1), (FRESH - 1, 2)] {
