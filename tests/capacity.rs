@@ -1127,6 +1127,62 @@ fn a_cold_probe_starts_from_the_knee_its_first_requests_show_not_from_the_queue_
 }
 
 #[test]
+fn a_cold_probe_takes_the_latency_of_the_first_requests_admitted_not_that_of_the_quickest() {
+    // 40 workers at 50 ms, started into a flood of twice their capacity. The first tick sees
+    // only the quickest of the first 40 requests (every third of them, 5 to 31 ms: a tick's mean
+    // of 18 ms, the survivors of the start); the second the rest of them (61 ms each)
+    // and 40 that queued behind them. The requests admitted at the lowest levels (the fifth of
+    // the pairs) mix quick and slow like the service, and the probe's ceiling is a share of the
+    // capacity times their mean, not times the first tick's (which held a 10-worker service at
+    // one to three requests for seconds).
+    let quick = |n: u32| n % 3 == 1;
+    let latency_ms = |n: u32| -> u64 {
+        if n > 40 {
+            60 + u64::from(n - 40)
+        } else if quick(n) {
+            5 + 2 * u64::from(n / 3)
+        } else {
+            61
+        }
+    };
+    let first: Vec<u32> = (1..=40).filter(|&n| quick(n)).collect();
+    let second: Vec<u32> = (1..=80).filter(|&n| n > 40 || !quick(n)).collect();
+    let mut pairs: Vec<(u32, u64)> = Vec::new();
+    let mut e = Estimator::new();
+    for (i, levels) in [(1, &first), (2, &second)] {
+        let latencies: Vec<u64> = levels.iter().map(|&n| latency_ms(n) * 1_000_000).collect();
+        pairs.extend(levels.iter().copied().zip(latencies.iter().copied()));
+        let tick = TickSample {
+            latency_sum: latencies.iter().sum(),
+            ..tick_of(i, latencies.len() as u64, 0, 200 + i, true)
+        };
+        e.observe_with_levels(&tick, &latencies, levels);
+    }
+    assert_eq!(
+        sluicegate::hinge::fit(&pairs),
+        None,
+        "no knee from the pairs alone"
+    );
+    let first_tick = first.iter().map(|&n| latency_ms(n)).sum::<u64>() as f64 / first.len() as f64;
+    pairs.sort_unstable();
+    let lowest = &pairs[..pairs.len() / 5];
+    let least_queued =
+        lowest.iter().map(|&(_, l)| l as f64).sum::<f64>() / lowest.len() as f64 / 1e9;
+    assert!(
+        least_queued > 2.0 * first_tick / 1e3,
+        "{least_queued} s, {first_tick} ms"
+    );
+    let learned = e.learned();
+    assert!(learned.probing, "{learned:?}");
+    let capacity = learned.capacity.unwrap_or_default();
+    assert_eq!(
+        learned.ceiling,
+        Some((capacity * least_queued * PROBE_DEPTH) as u64),
+        "{learned:?}"
+    );
+}
+
+#[test]
 fn an_estimators_debug_counts_its_cold_pairs_rather_than_listing_them() {
     let (latencies, levels): (Vec<u64>, Vec<u32>) = (1..=1000u32).map(|n| (1_000_000, n)).unzip();
     let mut e = Estimator::new();
