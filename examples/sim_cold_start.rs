@@ -10,9 +10,10 @@
 //! usual load and never show it; `hover` (1.1x from the first request) is the one built-in
 //! scenario that starts this way.
 //!
-//! Each cell is goodput / p99 in ms on one seed; the last lines are the means over every run and
-//! the count of runs whose p99 is past the scenario's SLO (five service times). Every run is in
-//! virtual time: the same seeds print the same figures.
+//! Each cell is goodput / p99 in ms on one seed; a table of each backend's means follows, and the
+//! last lines are the means over every run and the count of runs whose p99 is past the
+//! scenario's SLO (five service times). Every run is in virtual time: the same seeds print the
+//! same figures.
 //!
 //! ```sh
 //! cargo run --release --example sim_cold_start                 # seeds 1 to 3
@@ -80,7 +81,10 @@ fn main() -> ExitCode {
     println!("|---|---|---|---|---|---|---|");
     let (mut auto, mut reference, mut gradient) =
         (Tally::default(), Tally::default(), Tally::default());
+    // Each backend's means, for the summary after the table.
+    let mut by_backend: Vec<(String, [Tally; 3])> = Vec::new();
     for spec in family::backends() {
+        let mut backend: [Tally; 3] = Default::default();
         for load in LOADS {
             let scenario = cold(&spec, load);
             let slo_ms = scenario.clients.slo.as_secs_f64() * 1e3;
@@ -119,8 +123,28 @@ fn main() -> ExitCode {
                     reference.add(&limit, slo_ms),
                     gradient.add(&gradient2, slo_ms),
                 );
+                for (tally, report) in backend.iter_mut().zip([&ours, &limit, &gradient2]) {
+                    tally.add(report, slo_ms);
+                }
             }
         }
+        by_backend.push((spec.label(), backend));
+    }
+    println!(
+        "\nBy backend: mean goodput (runs with the p99 past the SLO) over its loads and seeds.\n"
+    );
+    println!("| backend | sluicegate-auto | concurrency-limit | gradient2 |");
+    println!("|---|---|---|---|");
+    for (label, [ours, limit, gradient2]) in &by_backend {
+        println!(
+            "| {label} | {:.3} ({}) | {:.3} ({}) | {:.3} ({}) |",
+            ours.mean(),
+            ours.late,
+            limit.mean(),
+            limit.late,
+            gradient2.mean(),
+            gradient2.late
+        );
     }
     println!();
     for (name, tally) in [
