@@ -1,0 +1,73 @@
+//! A gate started cold into a flood (a service restarted during a peak): what it learns of the
+//! service's base latency from its first probe, on the simulator in virtual time, through the
+//! public API. The family's backends at their step load, without the warm-up phase, as
+//! `examples/sim_cold_start.rs` runs them.
+#![cfg(feature = "sim")]
+
+use std::time::Duration;
+
+use sluicegate::capacity::Learned;
+use sluicegate::sim::{family, run_strategy, simulated_gate, SharedMemory, Sluicegate};
+use sluicegate::Config;
+
+/// What the default gate has learned at the end of the step of `capacity_rps` at `service_ms`
+/// started cold at `load` times its capacity, on `seed`: the step alone, no warm-up before it
+/// and no cool-down after.
+fn learned_after_cold_step(capacity_rps: f64, service_ms: u64, load: f64, seed: u64) -> Learned {
+    let spec = family::BackendSpec {
+        capacity_rps,
+        service_time: Duration::from_millis(service_ms),
+    };
+    let mut scenario = family::step_scenario(&spec, load);
+    scenario.phases.remove(0);
+    scenario.phases.truncate(1);
+    let clock = sluicegate::clock::ManualClock::new();
+    let memory = SharedMemory::new(scenario.backend.memory_base, scenario.backend.memory_limit);
+    let gate = simulated_gate(Config::default(), &clock, &memory).expect("the default config");
+    let mut strategy = Sluicegate::new(&gate, clock, memory);
+    run_strategy(&scenario, seed, "cold", &mut strategy, &mut |_| {});
+    drop(strategy);
+    gate.snapshot().learned
+}
+
+fn base_ms(learned: &Learned) -> f64 {
+    learned
+        .base_latency
+        .map_or(f64::NAN, |b| b.as_secs_f64() * 1e3)
+}
+
+#[test]
+fn a_cold_probe_that_finds_a_slower_base_than_the_start_ups_takes_it() {
+    // 10 workers at 50 ms, started at twice their capacity. The start-up's base is the quickest
+    // of the first requests (33 ms); the probe's ceiling of 7 measures 53 ms, and completes more
+    // than the ramp of the first ticks did. Taken for a queue, that base was dropped and the
+    // start-up's kept: a knee of 5 or 6, and the ceiling held 7 workers of 10 for the rest of
+    // the step.
+    let learned = learned_after_cold_step(200.0, 50, 2.0, 1);
+    let base = base_ms(&learned);
+    assert!((45.0..60.0).contains(&base), "base {base} ms: {learned:?}");
+    assert!(learned.knee.is_some_and(|k| k >= 9), "{learned:?}");
+}
+
+#[test]
+fn a_cold_probe_measures_its_base_only_once_the_floods_queue_has_drained() {
+    // 10 workers at 1 ms, started at 1.1 times their capacity: 257 in flight when the probe
+    // begins. The requests that waited out that queue complete last; counted, their 67 and 31
+    // ms made a base of 33 ms for a 1 ms service (kept, now that a probe begun from the
+    // start-up is not judged against the start-up's base), and a ceiling of 500 for 10 workers.
+    let learned = learned_after_cold_step(10_000.0, 1, 1.1, 7);
+    let base = base_ms(&learned);
+    assert!((0.8..1.3).contains(&base), "base {base} ms: {learned:?}");
+    assert!(learned.ceiling.is_some_and(|c| c <= 20), "{learned:?}");
+}
+
+#[test]
+fn a_cold_probe_whose_rate_fell_below_the_floods_is_not_followed_by_a_deeper_one() {
+    // The same start: the probe's ceiling of 9 completed 7,700 a second against the 9,000 the
+    // flood had shown, so it reached below the knee and its base (1.0 ms, below the start-up's
+    // 1.8) is the service's. Judged against the ramp of the first ticks (3,800 a second) it
+    // "kept the service saturated", and a lower base from such a probe calls for a deeper one:
+    // half a second more at 4 requests in flight for 10 workers.
+    let learned = learned_after_cold_step(10_000.0, 1, 1.1, 7);
+    assert_eq!(learned.probes, 1, "{learned:?}");
+}
