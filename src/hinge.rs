@@ -14,10 +14,12 @@
 //! candidate `w`, `latency = base + slope · max(0, level − w)` is a straight-line fit in
 //! `max(0, level − w)`, solved from six running sums; the knee kept is the one with the least
 //! squared error. It allocates nothing, and costs a pass over the pairs per candidate (100
-//! candidates from level 1 to 1,000: steps of one request up to 20, then of 5 %): the estimator
-//! fits once per probe of a cold start, over at most
-//! [`COLD_PAIRS`](crate::capacity::COLD_PAIRS) pairs. It is believed only where the pairs show
-//! the hinge: enough of them on each side of it ([`MIN_SIDE`]), a climb that at the highest
+//! candidates from level 1 to 1,000: steps of one request up to 20, then of 5 %; about a
+//! millisecond for 4,096 pairs): the estimator fits on the ticks of a cold start that bring new
+//! pairs (each of them while the pairs are fewer than a thousand, then as they grow by a
+//! quarter), to tell a slow flood and for the ceiling of its probe, over at most
+//! [`COLD_PAIRS`](crate::capacity::COLD_PAIRS) pairs, in the sampler's tick, never on the
+//! request path. It is believed only where the pairs show the hinge: enough of them on each side of it ([`MIN_SIDE`]), a climb that at the highest
 //! level is [`MIN_CLIMB`] times the base, and pairs below the knee that on their own climb at
 //! most half as steeply as those above it ([`MAX_SLOPE_BELOW`]). Above the knee every pair reads
 //! the same line whatever W is (latency = level / capacity, through the origin), so pairs that

@@ -446,7 +446,8 @@ fn a_gate_started_into_a_flood_learns_its_base_latency_within_a_few_seconds() {
             the start-up's rounds measure the queue as they go, and the gate settles on it: at \
             1.1x a base of 148 ms for a 50 ms service, the ceiling holding 75 in flight for 20 \
             workers; at 1.5x 823 ms when it settles, 1.5 s five seconds in; nothing calls for a \
-            probe before the base window (10 s)"]
+            probe before the base window (10 s). Fed aggregates alone, as here; the gate passes \
+            the admission levels too, and tells such a flood from their hinge (tests/cold_start.rs)"]
 fn a_gate_started_into_a_slow_flood_on_a_small_service_learns_its_base_latency_within_a_few_seconds(
 ) {
     for load in [1.1, 1.5] {
