@@ -179,9 +179,9 @@
 //! A gate started cold into a flood that its unlearned ceiling (the configured one, or the seed's
 //! 1,000) turns away probes two ticks later, its ceiling a share of the capacity times the
 //! latency of the requests admitted at the lowest levels (those that met the least queue, and
-//! had the longest to complete in; the lowest tick's latency without enough of them), or of the
-//! knee its first requests show where lower (the latency of each
-//! against the requests in flight when it was admitted, [`crate::hinge`]; passed by
+//! had the longest to complete in; those of them still in service count with the time they
+//! have been in it; the lowest tick's latency without enough of them), or of the knee its first
+//! requests show where lower (the latency of each against the requests in flight when it was admitted, [`crate::hinge`]; passed by
 //! [`Estimator::observe_with_levels`]: a flood that fills the ceiling within milliseconds leaves
 //! every aggregate of its first tick the queue's), and waits for the requests then in flight to
 //! complete (twice the larger of the latency of now and the one Little's law gives them) before
@@ -691,6 +691,8 @@ pub struct Estimator {
     flat_since: Nanos,
     /// When the first latency was recorded.
     first_latency_at: Option<Nanos>,
+    /// The start of the first tick observed: when the first requests were admitted.
+    started_at: Option<Nanos>,
     /// The mean latency of the first tick that recorded any.
     first_latency: Option<f64>,
     /// Whether a probe has measured the base latency.
@@ -937,7 +939,15 @@ impl ColdPairs {
     /// last of those); `None` with fewer pairs. These met the least queue, and, admitted first,
     /// had the longest to complete in: the least inflated by the flood and the least cut short
     /// by the start, whose quickest requests complete first (the cold probe's latency).
-    fn low_level_latency(&self) -> Option<f64> {
+    ///
+    /// Not all of them have completed on a service slower than the first ticks: a flood took
+    /// each level up to the last of those on its way up, and the levels without a pair are
+    /// requests still in service after `open_for` (nanoseconds since the first were admitted).
+    /// Their latency is at least that, and the mean counts them so (the exponential's estimate
+    /// under censoring: all the time spent in service, over the requests completed). Of only
+    /// those completed, 100 workers at 500 ms started at 5x measured 22 ms half a second in, and
+    /// the probe held 12 of the 100 workers for ten seconds.
+    fn low_level_latency(&self, open_for: f64) -> Option<f64> {
         if self.0.len() < hinge::MIN_SIDE {
             return None;
         }
@@ -951,7 +961,8 @@ impl ColdPairs {
             .fold((0.0, 0u32), |(sum, count), &(_, latency)| {
                 (sum + latency as f64, count + 1)
             });
-        Some(sum / f64::from(count))
+        let open = f64::from(cut.saturating_sub(count));
+        Some((sum + open * open_for.max(0.0)) / f64::from(count))
     }
 }
 
@@ -1075,6 +1086,7 @@ impl Estimator {
             flat_ticks: 0,
             flat_since: 0,
             first_latency_at: None,
+            started_at: None,
             first_latency: None,
             probe_measured: false,
             follow_up: None,
@@ -1137,6 +1149,8 @@ impl Estimator {
             self.cold_pairs.keep(levels, latencies);
         }
         self.now = self.now.max(s.now);
+        self.started_at
+            .get_or_insert(s.now.saturating_sub(s.elapsed));
         self.hold_cold_probe_until_drained(s);
         if s.elapsed > 0 && s.completed > 0 {
             let secs = s.elapsed as f64 / 1e9;
@@ -1863,7 +1877,9 @@ impl Estimator {
                     let from = if unsettled || cold_flood {
                         let least_queued = self
                             .cold_pairs
-                            .low_level_latency()
+                            .low_level_latency(
+                                s.now.saturating_sub(self.started_at.unwrap_or(s.now)) as f64,
+                            )
                             .unwrap_or_else(|| self.lowest_latency.unwrap_or(base).min(base));
                         let from_rate = self
                             .capacity()

@@ -102,3 +102,22 @@ fn a_slow_flood_on_a_small_service_is_told_from_its_single_requests_before_it_qu
     let base = base_ms(&learned);
     assert!((45.0..60.0).contains(&base), "base {base} ms: {learned:?}");
 }
+
+#[test]
+fn a_cold_probe_on_a_service_slower_than_its_first_ticks_counts_the_requests_still_in_service() {
+    // 100 workers at 500 ms, started at 5 times their capacity: half a second in, the first
+    // requests admitted that have completed are the quickest of them (22 ms on the first tick),
+    // and a probe from their mean held 12 workers of 100 for ten seconds. The levels without a
+    // latency are requests still in service after half a second; counted so, the probe's
+    // ceiling is 71, and once the flood's excess has drained the probe holds about 70 in flight
+    // (it held 15 to 20).
+    let (report, learned) = cold_step(200.0, 500, 5.0, 5, None);
+    let held: Vec<u32> = report
+        .timeline
+        .iter()
+        .filter(|t| (3_000..6_000).contains(&t.t_ms))
+        .map(|t| t.in_flight)
+        .collect();
+    let mean = f64::from(held.iter().sum::<u32>()) / held.len().max(1) as f64;
+    assert!(mean >= 50.0, "{mean} in flight: {learned:?}");
+}
