@@ -177,34 +177,34 @@
 //!   taken, and the next probe of a chain that finds lower bases goes twice as deep.
 //!
 //! A gate started cold into a flood that its unlearned ceiling (the configured one, or the seed's
-//! 1,000) turns away probes two ticks later, its ceiling a share of the capacity times the
-//! latency of the requests admitted at the lowest levels (those that met the least queue, and
-//! had the longest to complete in; those of them still in service count with the time they
-//! have been in it; the lowest tick's latency without enough of them), or of the knee its first
-//! requests show where lower (the latency of each against the requests in flight when it was admitted, [`crate::hinge`]; passed by
-//! [`Estimator::observe_with_levels`]: a flood that fills the ceiling within milliseconds leaves
-//! every aggregate of its first tick the queue's), and waits for the requests then in flight to
-//! complete (twice the larger of the latency of now and the one Little's law gives them) before
-//! it measures, and in any case until a tick finds them drained to its ceiling: the requests
-//! that waited out the flood's queue complete last, and their latencies are that queue. The
-//! base before such a probe is the start-up's (the quickest of the first requests, or the
-//! flood's queue), so it is not kept against a higher one the probe finds, and the rate the
+//! 1,000) turns away probes two ticks later, its ceiling a share of the capacity times the latency
+//! of the requests admitted at the lowest levels (those that met the least queue, and had the
+//! longest to complete in; those of them still in service count with the time they have been in it;
+//! the lowest tick's latency without enough of them), or of the knee its first requests show where
+//! lower (the latency of each against the requests in flight when it was admitted,
+//! [`crate::hinge`]; passed by [`Estimator::observe_with_levels`]: a flood that fills the ceiling
+//! within milliseconds leaves every aggregate of its first tick the queue's), and waits for the
+//! requests then in flight to complete (twice the larger of the latency of now and the one Little's
+//! law gives them) before it measures, and in any case until a tick finds them drained to its
+//! ceiling: the requests that waited out the flood's queue complete last, and their latencies are
+//! that queue. The base before such a probe is the start-up's (the quickest of the first requests,
+//! or the flood's queue), so it is not kept against a higher one the probe finds, and the rate the
 //! probe is judged against is the best the flood has shown, not the smoothed ramp of the first
-//! ticks: a probe whose rate fell below it reached below the knee, and needs no deeper one.
-//! (Over 256 cold starts, seeds 1 to 8 of `sim_cold_start`, mean goodput went from 0.7952 to
-//! 0.8155.) (Until it has learned anything, the gate also runs its tick early whenever the
-//! requests in flight double, once the service has answered as many as it holds: a slight flood
-//! is then told milliseconds in, before the unlearned ceiling fills; a heavy one fills it before
-//! the service has turned over what it holds, and waits for the ticks as before.) A flood that
-//! fills that ceiling slowly (a small service at 1.5 times its capacity queues 10 requests a
-//! tick, within the noise of a tick's count) shows in its single requests: their latencies
-//! against their admission levels climb past the knee (the hinge of the cold pairs, refitted as
-//! they come), and requests in flight past [`CLIMBING`] times that knee on [`CLIMB_TICKS`] ticks in a row call
-//! for the probe. (10 workers at 50 ms started at 1.5x: told at 60 in flight, 0.7 s in, where the
-//! implied latency's climb was told at 470, 2.5 s in, the service slowed fivefold by their
-//! queue. Over 256 cold starts, mean goodput 0.8155 to 0.8346; 200 rps at 50 ms 0.511 to
-//! 0.646.) Known limit: fed aggregates alone ([`Estimator::observe`]), without the admission
-//! levels, such a flood is measured as the base until it fills the ceiling.
+//! ticks: a probe whose rate fell below it reached below the knee, and needs no deeper one. (Over
+//! 256 cold starts, seeds 1 to 8 of `sim_cold_start`, mean goodput went from 0.7952 to 0.8155.)
+//! (Until it has learned anything, the gate also runs its tick early whenever the requests in
+//! flight double, once the service has answered as many as it holds: a slight flood is then told
+//! milliseconds in, before the unlearned ceiling fills; a heavy one fills it before the service has
+//! turned over what it holds, and waits for the ticks as before.) A flood that fills that ceiling
+//! slowly (a small service at 1.5 times its capacity queues 10 requests a tick, within the noise of
+//! a tick's count) shows in its single requests: their latencies against their admission levels
+//! climb past the knee (the hinge of the cold pairs, refitted as they come), and requests in flight
+//! past [`CLIMBING`] times that knee on [`CLIMB_TICKS`] ticks in a row call for the probe. (10
+//! workers at 50 ms started at 1.5x: told at 60 in flight, 0.7 s in, where the implied latency's
+//! climb was told at 470, 2.5 s in, the service slowed fivefold by their queue. Over 256 cold
+//! starts, mean goodput 0.8155 to 0.8346; 200 rps at 50 ms 0.511 to 0.646.) Known limit: fed
+//! aggregates alone ([`Estimator::observe`]), without the admission levels, such a flood is
+//! measured as the base until it fills the ceiling.
 //!
 //! ```
 //! use sluicegate::capacity::{Estimator, TickSample};
@@ -691,7 +691,9 @@ pub struct Estimator {
     flat_since: Nanos,
     /// When the first latency was recorded.
     first_latency_at: Option<Nanos>,
-    /// The start of the first tick observed: when the first requests were admitted.
+    /// The first tick that found requests in flight or completed: the first requests were
+    /// admitted by then. (Not that tick's start: a gate idle since it was built runs its first
+    /// tick on its first request, and the tick's span is the idle time.)
     started_at: Option<Nanos>,
     /// The mean latency of the first tick that recorded any.
     first_latency: Option<f64>,
@@ -863,11 +865,11 @@ impl ColdClimb {
 
 /// The hinge of a cold start's pairs (see [`crate::hinge`]), refitted on the ticks that bring new
 /// ones ([`COLD_HINGE_EVERY_TICK`]), and the ticks in a row on which the requests in flight were
-/// past [`CLIMBING`] times its knee. A flood that the unlearned ceiling does not stop, on a small service, climbs too
-/// slowly for the noise of a tick's count ([`ColdClimb`]); its single requests show the hinge
-/// long before (10 workers at 50 ms started at 1.5x: 470 in flight when the climb was told,
-/// 2.5 s in, and a service slowed fivefold by their queue). A pipeline filling at the usual load
-/// shows none: its latencies do not climb with the level.
+/// past [`CLIMBING`] times its knee. A flood that the unlearned ceiling does not stop, on a small
+/// service, climbs too slowly for the noise of a tick's count ([`ColdClimb`]); its single requests
+/// show the hinge long before (10 workers at 50 ms started at 1.5x: 470 in flight when the climb
+/// was told, 2.5 s in, and a service slowed fivefold by their queue). A pipeline filling at the
+/// usual load shows none: its latencies do not climb with the level.
 #[derive(Debug, Clone, Copy, Default)]
 struct ColdHinge {
     /// How many pairs the hinge was last fitted on.
@@ -942,11 +944,11 @@ impl ColdPairs {
     ///
     /// Not all of them have completed on a service slower than the first ticks: a flood took
     /// each level up to the last of those on its way up, and the levels without a pair are
-    /// requests still in service after `open_for` (nanoseconds since the first were admitted).
-    /// Their latency is at least that, and the mean counts them so (the exponential's estimate
-    /// under censoring: all the time spent in service, over the requests completed). Of only
-    /// those completed, 100 workers at 500 ms started at 5x measured 22 ms half a second in, and
-    /// the probe held 12 of the 100 workers for ten seconds.
+    /// requests still in service after `open_for` (nanoseconds since the first were admitted,
+    /// or less). Their latency is at least that, and the mean counts them so (the exponential's
+    /// estimate under censoring: all the time spent in service, over the requests completed). Of
+    /// only those completed, 100 workers at 500 ms started at 5x measured 22 ms half a second in,
+    /// and the probe held 12 of the 100 workers for ten seconds.
     fn low_level_latency(&self, open_for: f64) -> Option<f64> {
         if self.0.len() < hinge::MIN_SIDE {
             return None;
@@ -1149,8 +1151,9 @@ impl Estimator {
             self.cold_pairs.keep(levels, latencies);
         }
         self.now = self.now.max(s.now);
-        self.started_at
-            .get_or_insert(s.now.saturating_sub(s.elapsed));
+        if self.started_at.is_none() && (s.in_flight > 0 || s.completed > 0) {
+            self.started_at = Some(s.now);
+        }
         self.hold_cold_probe_until_drained(s);
         if s.elapsed > 0 && s.completed > 0 {
             let secs = s.elapsed as f64 / 1e9;

@@ -108,9 +108,9 @@ fn a_cold_probe_on_a_service_slower_than_its_first_ticks_counts_the_requests_sti
     // 100 workers at 500 ms, started at 5 times their capacity: half a second in, the first
     // requests admitted that have completed are the quickest of them (22 ms on the first tick),
     // and a probe from their mean held 12 workers of 100 for ten seconds. The levels without a
-    // latency are requests still in service after half a second; counted so, the probe's
-    // ceiling is 71, and once the flood's excess has drained the probe holds about 70 in flight
-    // (it held 15 to 20).
+    // latency are requests still in service after half a second; counted so (for the time since
+    // the first tick, 0.4 s), the probe's ceiling is 56, and once the flood's excess has drained
+    // the probe holds about 57 in flight (it held 15 to 20).
     let (report, learned) = cold_step(200.0, 500, 5.0, 5, None);
     let held: Vec<u32> = report
         .timeline
