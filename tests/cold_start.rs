@@ -1,6 +1,6 @@
-//! A gate started cold into a flood (a service restarted during a peak): what it learns of the
-//! service's base latency from its first probe, on the simulator in virtual time, through the
-//! public API. The family's backends at their step load, without the warm-up phase, as
+//! A gate started cold into a flood (a service restarted during a peak): how soon it tells the
+//! flood, the ceiling its first probe holds, and what that probe learns of the service's base
+//! latency, on the simulator in virtual time, through the public API. The family's backends at their step load, without the warm-up phase, as
 //! `examples/sim_cold_start.rs` runs them.
 #![cfg(feature = "sim")]
 
@@ -80,11 +80,12 @@ fn a_cold_probe_measures_its_base_only_once_the_floods_queue_has_drained() {
 
 #[test]
 fn a_cold_probe_whose_rate_fell_below_the_floods_is_not_followed_by_a_deeper_one() {
-    // The same start: the probe's ceiling of 9 completed 7,700 a second against the 9,000 the
-    // flood had shown, so it reached below the knee and its base (1.0 ms, below the start-up's
-    // 1.8) is the service's. Judged against the ramp of the first ticks (3,800 a second) it
-    // "kept the service saturated", and a lower base from such a probe calls for a deeper one:
-    // half a second more at 4 requests in flight for 10 workers.
+    // 10 workers at 1 ms, started at 1.1 times their capacity. When this was found (before the
+    // hinge told the flood sooner), the probe's ceiling of 9 completed 7,700 a second against the
+    // 9,000 the flood had shown: it reached below the knee, and its base (1.0 ms, below the
+    // start-up's 1.8) is the service's. Judged against the ramp of the first ticks (3,800 a
+    // second) it "kept the service saturated", and a lower base from such a probe called for a
+    // deeper one: half a second more at 4 requests in flight for 10 workers.
     let (_, learned) = cold_step(10_000.0, 1, 1.1, 7, Some(Duration::from_millis(1500)));
     assert_eq!(learned.probes, 1, "{learned:?}");
 }
