@@ -223,6 +223,7 @@
 //!         ceiling_refusals: 0,
 //!         memory_refusals: 0,
 //!         turned_away: false,
+//!         ceiling_reached_at: None,
 //!     });
 //! }
 //! let learned = e.learned();
@@ -601,6 +602,12 @@ pub struct TickSample {
     /// ceiling, memory, the rate): demand then exceeded what was admitted, so requests in flight
     /// that stay level do not show that the service keeps up with demand.
     pub turned_away: bool,
+    /// When the requests in flight first reached the learned ceiling, if the gate watched for it
+    /// (it does while saturation is unconfirmed) and has turned requests away on every tick since:
+    /// a tick that ends two base latencies after it confirms a queue that the requests in flight
+    /// imply at the tick's rate without waiting for a second tick. `None` from a caller that does
+    /// not watch.
+    pub ceiling_reached_at: Option<Nanos>,
 }
 
 /// The learned figures, as [`crate::Snapshot::learned`] shows them.
@@ -1237,7 +1244,14 @@ impl Estimator {
         // On two ticks in a row: on the first tick after a step the requests just admitted have
         // not had a tick to complete, whatever the service's room.
         self.implied_ticks = streak(self.implied_ticks, implied_high);
-        let implied_queue = self.implied_ticks >= 2;
+        // Or on one, if the ceiling was reached two base latencies before it ended: the requests
+        // admitted then have had time to complete, and a service with room would have completed
+        // them at the rate they came.
+        let reached_long_ago = matches!(
+            (s.ceiling_reached_at, self.base_latency()),
+            (Some(at), Some(b)) if s.now.saturating_sub(at) as f64 >= 2.0 * b
+        );
+        let implied_queue = self.implied_ticks >= 2 || (implied_high && reached_long_ago);
         let queued = self.settled() && (self.queued() || implied_queue);
         // A lasting queue without refusals must also show in the requests in flight (Little's
         // law: a latency up by a fifth at the rate measured means a fifth more in flight than the

@@ -229,16 +229,39 @@ const UNLEARNED_MAX_IN_FLIGHT: u64 = 1000;
 /// early, the gate probed 15 to 27 ms in, with 260 to 514 in flight, and kept the p99 at 5 ms).
 const EARLY_TICK_FIRST: u64 = 64;
 
-/// When the sampler's tick runs: when it falls due, or earlier while nothing is learned. Apart
-/// from [`HotLimits`], whose layout the request path was measured with.
+/// How soon after a flood reached the learned ceiling, its saturation unconfirmed, the tick runs
+/// (see `Gate::mark_early_tick`): two base latencies, so that the requests admitted at the
+/// ceiling have completed and a service with room shows it (the estimator confirms on one such
+/// tick what it otherwise confirms on two, see [`crate::capacity::TickSample::ceiling_reached_at`]),
+/// and at least [`crate::capacity::SATURATED_SAMPLES`] completions at the capacity measured, so
+/// that its rate is known as well as a regular tick's on a service of that size. (With a hundred,
+/// a 4 ms tick of 50 workers at 1 ms measured 59,000 rps for 50,000, and the ceiling kept its
+/// excess for 150 ms.) `None` if that is no sooner than the regular `tick`.
+fn flood_tick_span(learned: &Learned, tick: Nanos) -> Option<Nanos> {
+    let base = duration_to_nanos(learned.base_latency?) as f64;
+    let capacity = learned.capacity.filter(|c| *c > 0.0)?;
+    let span = (2.0 * base).max(crate::capacity::SATURATED_SAMPLES / capacity * 1e9);
+    (span.is_finite() && span < tick as f64).then(|| (span as Nanos).max(1))
+}
+
+/// When the sampler's tick runs: when it falls due, or earlier while nothing is learned or a
+/// flood is not yet confirmed. Apart from [`HotLimits`], whose layout the request path was
+/// measured with.
 #[derive(Debug)]
 struct TickMarks {
     /// When the next tick falls due.
     next: AtomicU64,
-    /// A timed call that finds this many requests in flight runs the tick at once: while an auto
-    /// ceiling has learned nothing, twice the count of the last tick (see [`EARLY_TICK_FIRST`]);
-    /// `u64::MAX` otherwise.
+    /// A timed call that finds this many requests in flight runs the tick at once, or brings it
+    /// forward (`early_pull`): while an auto ceiling has learned nothing, twice the count of the
+    /// last tick (see [`EARLY_TICK_FIRST`]); while its figures are learned but saturation is
+    /// unconfirmed, the learned ceiling (see [`flood_tick_span`]); `u64::MAX` otherwise.
     early_level: AtomicU64,
+    /// What a call at `early_level` does: 0, run the tick at once; otherwise bring the next tick
+    /// forward to this many nanoseconds from the call.
+    early_pull: AtomicU64,
+    /// When a call first found the requests in flight at the learned ceiling while saturation
+    /// was unconfirmed; kept while every tick since turned requests away, `u64::MAX` otherwise.
+    reached_at: AtomicU64,
 }
 
 impl TickMarks {
@@ -246,6 +269,8 @@ impl TickMarks {
         let marks = TickMarks {
             next: AtomicU64::new(next),
             early_level: AtomicU64::new(u64::MAX),
+            early_pull: AtomicU64::new(0),
+            reached_at: AtomicU64::new(u64::MAX),
         };
         marks.reset_early(config);
         marks
@@ -259,6 +284,7 @@ impl TickMarks {
             u64::MAX
         };
         self.early_level.store(early, Ordering::Release);
+        self.early_pull.store(0, Ordering::Release);
     }
 }
 /// Rate of a gate whose `max_qps` is auto, until it has learned one (the seed's).
@@ -469,6 +495,8 @@ struct Monitor {
     /// The level urgent requests may enter up to while an excess above a lowered ceiling drains
     /// (0 when nothing drains).
     urgent_drain: u64,
+    /// Whether the gate turned any request away between the last two ticks.
+    turned_away: bool,
 }
 
 /// The switch thresholds in force: the config's, or learned.
@@ -713,6 +741,7 @@ impl<C: Clock> GateBuilder<C> {
                 figures: Figures::default(),
                 pace: SwitchPace::default(),
                 urgent_drain: 0,
+                turned_away: false,
                 estimator: Estimator::new(),
                 learned: Learned::default(),
                 thresholds: Thresholds::unlearned(&settings.config),
@@ -1901,6 +1930,15 @@ impl<C: Clock> Inner<C> {
     #[cold]
     #[inline(never)]
     fn tick_early(&self, now: Nanos) {
+        let pull = self.ticks.early_pull.load(Ordering::Relaxed);
+        if pull > 0 {
+            self.ticks
+                .next
+                .fetch_min(now.saturating_add(pull), Ordering::AcqRel);
+            self.ticks.reached_at.fetch_min(now, Ordering::Relaxed);
+            self.ticks.early_level.store(u64::MAX, Ordering::Relaxed);
+            return;
+        }
         if let Some(mut monitor) = self.monitor.try_lock() {
             // Not before the service has completed as many requests as it holds: until then
             // the latencies seen are the quickest of those sent at the start (on many workers in
@@ -1917,13 +1955,40 @@ impl<C: Clock> Inner<C> {
     }
 
     /// Where the next tick runs early: at twice `in_flight`, while an auto ceiling has learned
-    /// nothing.
-    fn mark_early_tick(&self, auto_ceiling: bool, learned: &Learned, in_flight: u64) {
-        let early = if !auto_ceiling || learned.settled || learned.probes > 0 {
-            u64::MAX
+    /// nothing; once its figures are learned but saturation is unconfirmed, a call at the learned
+    /// ceiling brings the next tick forward by [`flood_tick_span`], and while the flood that
+    /// reached it lasts unconfirmed (requests `turned_away` on every tick), every tick after it
+    /// comes that soon.
+    fn mark_early_tick(
+        &self,
+        auto_ceiling: bool,
+        learned: &Learned,
+        in_flight: u64,
+        turned_away: bool,
+        now: Nanos,
+        tick: Nanos,
+    ) {
+        let (early, pull) = if !auto_ceiling {
+            (u64::MAX, 0)
+        } else if !learned.settled && learned.probes == 0 {
+            (in_flight.saturating_mul(2).max(EARLY_TICK_FIRST), 0)
         } else {
-            in_flight.saturating_mul(2).max(EARLY_TICK_FIRST)
+            match (learned.confirmed || learned.probing, learned.ceiling) {
+                (false, Some(ceiling)) => match flood_tick_span(learned, tick) {
+                    Some(span) => (ceiling, span),
+                    None => (u64::MAX, 0),
+                },
+                _ => (u64::MAX, 0),
+            }
         };
+        if pull == 0 || !turned_away {
+            self.ticks.reached_at.store(u64::MAX, Ordering::Relaxed);
+        } else if self.ticks.reached_at.load(Ordering::Relaxed) != u64::MAX {
+            self.ticks
+                .next
+                .fetch_min(now.saturating_add(pull), Ordering::AcqRel);
+        }
+        self.ticks.early_pull.store(pull, Ordering::Relaxed);
         self.ticks.early_level.store(early, Ordering::Relaxed);
     }
 
@@ -2005,6 +2070,7 @@ impl<C: Clock> Inner<C> {
             let ceiling_refused = ceiling_refusals > 0;
             let memory_refusals = totals.refused_memory.saturating_sub(last.refused_memory);
             let turned_away = totals.refused() > last.refused();
+            m.turned_away = turned_away;
             let learned = m.estimator.observe_with_levels(
                 &TickSample {
                     now,
@@ -2017,6 +2083,10 @@ impl<C: Clock> Inner<C> {
                     ceiling_refusals,
                     memory_refusals,
                     turned_away,
+                    ceiling_reached_at: {
+                        let at = self.ticks.reached_at.load(Ordering::Relaxed);
+                        (at != u64::MAX).then_some(at)
+                    },
                 },
                 &m.tick_latencies,
                 &m.tick_levels,
@@ -2051,7 +2121,14 @@ impl<C: Clock> Inner<C> {
         }
         m.figures = figures;
         let auto_ceiling = config.gate.max_in_flight.is_auto();
-        self.mark_early_tick(auto_ceiling, &m.learned, self.turnstile.current());
+        self.mark_early_tick(
+            auto_ceiling,
+            &m.learned,
+            self.turnstile.current(),
+            m.turned_away,
+            now,
+            settings.tick,
+        );
         self.apply_learned(&settings, m);
 
         let learning = self.hot.learning.load(Ordering::Relaxed);

@@ -91,6 +91,7 @@ impl Service {
             ceiling_refusals: refused.ceil() as u64,
             memory_refusals: 0,
             turned_away: refused > 0.0,
+            ceiling_reached_at: None,
         }
     }
 }
@@ -603,6 +604,7 @@ fn capacity_grows_after_two_flat_ticks_by_at_most_the_growth_factor_and_at_most_
             ceiling_refusals: 0,
             memory_refusals: 0,
             turned_away: refused,
+            ceiling_reached_at: None,
         })
     };
     for i in 0..50 {
@@ -884,6 +886,7 @@ fn tick_of(i: u64, completed: u64, latency_ms: u64, in_flight: u64, refused: boo
         ceiling_refusals: 0,
         memory_refusals: 0,
         turned_away: refused,
+        ceiling_reached_at: None,
     }
 }
 
@@ -1770,4 +1773,28 @@ fn a_knee_known_to_a_few_completions_never_lifts_the_ceiling_above_the_unconfirm
             step.learned.knee_noise
         );
     }
+}
+
+#[test]
+fn a_ceiling_reached_two_base_latencies_before_the_tick_confirms_an_implied_queue_on_one_tick() {
+    // Settled at 50 ms, 20 in flight, 400 a second. Then the ceiling refuses with 42 in flight at
+    // the same completions: Little's law implies 105 ms, a queue, but the latencies of the tick
+    // do not show it yet. On a tick that only saw the ceiling reached, the requests admitted at
+    // it may not have had time to complete: two such ticks are needed. Reached two base
+    // latencies before the tick ended, a service with room would have completed them.
+    let flood = |i: u64, reached_at: Option<u64>| TickSample {
+        ceiling_reached_at: reached_at,
+        ..tick_of(i, 40, 50, 42, true)
+    };
+    let (mut waited, i) = fed(60, |i| tick_at(i, 50, 20));
+    assert!(waited.learned().settled && !waited.learned().confirmed);
+    let mut without = waited.clone();
+    waited.observe(&flood(i, Some(i * TICK - ms(100).as_nanos() as u64)));
+    assert!(waited.learned().confirmed, "{:?}", waited.learned());
+    without.observe(&flood(i, None));
+    assert!(!without.learned().confirmed, "{:?}", without.learned());
+    // Reached less than two base latencies before: one tick is not enough either.
+    let (mut recent, i) = fed(60, |i| tick_at(i, 50, 20));
+    recent.observe(&flood(i, Some(i * TICK - ms(60).as_nanos() as u64)));
+    assert!(!recent.learned().confirmed, "{:?}", recent.learned());
 }
