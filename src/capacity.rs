@@ -602,11 +602,11 @@ pub struct TickSample {
     /// ceiling, memory, the rate): demand then exceeded what was admitted, so requests in flight
     /// that stay level do not show that the service keeps up with demand.
     pub turned_away: bool,
-    /// When the requests in flight first reached the learned ceiling, if the gate watched for it
-    /// (it does while saturation is unconfirmed) and has turned requests away on every tick since:
-    /// a tick that ends two base latencies after it confirms a queue that the requests in flight
-    /// imply at the tick's rate without waiting for a second tick. `None` from a caller that does
-    /// not watch.
+    /// When a timed call first found the requests in flight at the learned ceiling, if the gate
+    /// watched for it (it does while saturation is unconfirmed) and has turned requests away on
+    /// every tick since: a tick that ends two base latencies after it confirms a queue that the
+    /// requests in flight imply at the tick's rate without waiting for a second tick. `None` from
+    /// a caller that does not watch.
     pub ceiling_reached_at: Option<Nanos>,
 }
 

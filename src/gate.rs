@@ -230,7 +230,7 @@ const UNLEARNED_MAX_IN_FLIGHT: u64 = 1000;
 const EARLY_TICK_FIRST: u64 = 64;
 
 /// How soon after a flood reached the learned ceiling, its saturation unconfirmed, the tick runs
-/// (see `Gate::mark_early_tick`): two base latencies, so that the requests admitted at the
+/// (see `Inner::mark_early_tick`): two base latencies, so that the requests admitted at the
 /// ceiling have completed and a service with room shows it (the estimator confirms on one such
 /// tick what it otherwise confirms on two, see [`crate::capacity::TickSample::ceiling_reached_at`]),
 /// and at least [`crate::capacity::SATURATED_SAMPLES`] completions at the capacity measured, so
@@ -259,8 +259,9 @@ struct TickMarks {
     /// What a call at `early_level` does: 0, run the tick at once; otherwise bring the next tick
     /// forward to this many nanoseconds from the call.
     early_pull: AtomicU64,
-    /// When a call first found the requests in flight at the learned ceiling while saturation
-    /// was unconfirmed; kept while every tick since turned requests away, `u64::MAX` otherwise.
+    /// When a timed call first found the requests in flight at the learned ceiling while
+    /// saturation was unconfirmed; kept while every tick since turned requests away, `u64::MAX`
+    /// otherwise.
     reached_at: AtomicU64,
 }
 
@@ -285,6 +286,7 @@ impl TickMarks {
         };
         self.early_level.store(early, Ordering::Release);
         self.early_pull.store(0, Ordering::Release);
+        self.reached_at.store(u64::MAX, Ordering::Release);
     }
 }
 /// Rate of a gate whose `max_qps` is auto, until it has learned one (the seed's).
