@@ -50,8 +50,12 @@ pub const LOW_QUANTILE: f64 = 0.1;
 /// Clean latencies kept (the latest): enough for the threshold's share to be known to about half
 /// a per cent.
 pub const CLEAN_SAMPLES: usize = 4096;
-/// Clean latencies needed before the threshold is used.
-pub const MIN_CLEAN_SAMPLES: usize = 500;
+/// Clean latencies needed before the threshold is used. Few: a small, slow service measures few
+/// clean latencies before its first overload (10 workers at 50 ms: 81 in a 3 s warm-up at 0.6 of
+/// its capacity), and at 500 its queue was never judged (a standing queue of 4 to 5 requests on
+/// 10 workers). The threshold's own error at 64 (about 0.04 of the share at the tenth percentile)
+/// is about the binomial noise the share is judged with (two standard errors at 200 latencies).
+pub const MIN_CLEAN_SAMPLES: usize = 64;
 
 /// The latest clean latencies, and what their low tail says of a queue.
 #[derive(Debug, Clone)]
