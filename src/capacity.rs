@@ -389,6 +389,10 @@ pub const BASE_WINDOW_LATENCIES: f64 = 100.0;
 /// Completions the saturated completion rate is averaged over (at least, and over at least
 /// [`SATURATED_TICKS`] ticks).
 pub const SATURATED_SAMPLES: f64 = 1000.0;
+/// Base latencies after the requests in flight reached the ceiling after which a tick can tell a
+/// saturated service from one with room: the requests admitted at the ceiling have had time to
+/// complete (see [`TickSample::ceiling_reached_at`]).
+pub const REACHED_LATENCIES: f64 = 2.0;
 /// Saturated ticks before their mean replaces the windowed maximum as the capacity.
 pub const SATURATED_TICKS: u64 = 5;
 /// A saturated capacity that falls this share below where it was first established, with nothing
@@ -1249,7 +1253,7 @@ impl Estimator {
         // them at the rate they came.
         let reached_long_ago = matches!(
             (s.ceiling_reached_at, self.base_latency()),
-            (Some(at), Some(b)) if s.now.saturating_sub(at) as f64 >= 2.0 * b
+            (Some(at), Some(b)) if s.now.saturating_sub(at) as f64 >= REACHED_LATENCIES * b
         );
         let implied_queue = self.implied_ticks >= 2 || (implied_high && reached_long_ago);
         let queued = self.settled() && (self.queued() || implied_queue);

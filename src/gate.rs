@@ -67,7 +67,10 @@ use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
 use crate::bucket::{Bucket, BucketParams, Reservation};
-use crate::capacity::{Estimator, Learned, TickSample, HEADROOM, UNCONFIRMED_HEADROOM};
+use crate::capacity::{
+    Estimator, Learned, TickSample, HEADROOM, REACHED_LATENCIES, SATURATED_SAMPLES,
+    UNCONFIRMED_HEADROOM,
+};
 use crate::clock::{duration_to_nanos, Clock, MonotonicClock, Nanos};
 use crate::config::{Config, ConfigError, Limit, Waiting};
 use crate::counters::{Counters, Event, Stripes};
@@ -230,17 +233,18 @@ const UNLEARNED_MAX_IN_FLIGHT: u64 = 1000;
 const EARLY_TICK_FIRST: u64 = 64;
 
 /// How soon after a flood reached the learned ceiling, its saturation unconfirmed, the tick runs
-/// (see `Inner::mark_early_tick`): two base latencies, so that the requests admitted at the
-/// ceiling have completed and a service with room shows it (the estimator confirms on one such
-/// tick what it otherwise confirms on two, see [`crate::capacity::TickSample::ceiling_reached_at`]),
-/// and at least [`crate::capacity::SATURATED_SAMPLES`] completions at the capacity measured, so
-/// that its rate is known as well as a regular tick's on a service of that size. (With a hundred,
-/// a 4 ms tick of 50 workers at 1 ms measured 59,000 rps for 50,000, and the ceiling kept its
-/// excess for 150 ms.) `None` if that is no sooner than the regular `tick`.
+/// (see `Inner::mark_early_tick`): [`REACHED_LATENCIES`] base latencies, so that the requests
+/// admitted at the ceiling have completed and a service with room shows it (the estimator
+/// confirms on one such tick what it otherwise confirms on two, see
+/// [`crate::capacity::TickSample::ceiling_reached_at`]), and at least [`SATURATED_SAMPLES`]
+/// completions at the capacity measured, so that its rate is known as well as a regular tick's
+/// on a service of that size. (With a hundred, a 3 ms tick of 50 workers at 1 ms measured 59,000
+/// rps for 50,000, and the ceiling kept its excess for 150 ms.) `None` if that is no sooner than
+/// the regular `tick`.
 fn flood_tick_span(learned: &Learned, tick: Nanos) -> Option<Nanos> {
     let base = duration_to_nanos(learned.base_latency?) as f64;
     let capacity = learned.capacity.filter(|c| *c > 0.0)?;
-    let span = (2.0 * base).max(crate::capacity::SATURATED_SAMPLES / capacity * 1e9);
+    let span = (REACHED_LATENCIES * base).max(SATURATED_SAMPLES / capacity * 1e9);
     (span.is_finite() && span < tick as f64).then(|| (span as Nanos).max(1))
 }
 
@@ -287,6 +291,17 @@ impl TickMarks {
         self.early_level.store(early, Ordering::Release);
         self.early_pull.store(0, Ordering::Release);
         self.reached_at.store(u64::MAX, Ordering::Release);
+    }
+
+    /// Brings the next tick forward to `at`, if it falls later.
+    fn bring_forward(&self, at: Nanos) {
+        self.next.fetch_min(at, Ordering::AcqRel);
+    }
+
+    /// When a flood reached the learned ceiling (see `reached_at`), if one did.
+    fn reached(&self) -> Option<Nanos> {
+        let at = self.reached_at.load(Ordering::Relaxed);
+        (at != u64::MAX).then_some(at)
     }
 }
 /// Rate of a gate whose `max_qps` is auto, until it has learned one (the seed's).
@@ -505,8 +520,6 @@ struct Monitor {
     /// The level urgent requests may enter up to while an excess above a lowered ceiling drains
     /// (0 when nothing drains).
     urgent_drain: u64,
-    /// Whether the gate turned any request away between the last two ticks.
-    turned_away: bool,
 }
 
 /// The switch thresholds in force: the config's, or learned.
@@ -751,7 +764,6 @@ impl<C: Clock> GateBuilder<C> {
                 figures: Figures::default(),
                 pace: SwitchPace::default(),
                 urgent_drain: 0,
-                turned_away: false,
                 estimator: Estimator::new(),
                 learned: Learned::default(),
                 thresholds: Thresholds::unlearned(&settings.config),
@@ -1942,9 +1954,7 @@ impl<C: Clock> Inner<C> {
     fn tick_early(&self, now: Nanos) {
         let pull = self.ticks.early_pull.load(Ordering::Relaxed);
         if pull > 0 {
-            self.ticks
-                .next
-                .fetch_min(now.saturating_add(pull), Ordering::AcqRel);
+            self.ticks.bring_forward(now.saturating_add(pull));
             self.ticks.reached_at.fetch_min(now, Ordering::Relaxed);
             self.ticks.early_level.store(u64::MAX, Ordering::Relaxed);
             return;
@@ -1982,21 +1992,18 @@ impl<C: Clock> Inner<C> {
             (u64::MAX, 0)
         } else if !learned.settled && learned.probes == 0 {
             (in_flight.saturating_mul(2).max(EARLY_TICK_FIRST), 0)
+        } else if learned.confirmed || learned.probing {
+            (u64::MAX, 0)
         } else {
-            match (learned.confirmed || learned.probing, learned.ceiling) {
-                (false, Some(ceiling)) => match flood_tick_span(learned, tick) {
-                    Some(span) => (ceiling, span),
-                    None => (u64::MAX, 0),
-                },
-                _ => (u64::MAX, 0),
-            }
+            learned
+                .ceiling
+                .zip(flood_tick_span(learned, tick))
+                .unwrap_or((u64::MAX, 0))
         };
         if pull == 0 || !turned_away {
             self.ticks.reached_at.store(u64::MAX, Ordering::Relaxed);
-        } else if self.ticks.reached_at.load(Ordering::Relaxed) != u64::MAX {
-            self.ticks
-                .next
-                .fetch_min(now.saturating_add(pull), Ordering::AcqRel);
+        } else if self.ticks.reached().is_some() {
+            self.ticks.bring_forward(now.saturating_add(pull));
         }
         self.ticks.early_pull.store(pull, Ordering::Relaxed);
         self.ticks.early_level.store(early, Ordering::Relaxed);
@@ -2047,6 +2054,7 @@ impl<C: Clock> Inner<C> {
         };
         let elapsed = now.saturating_sub(m.last_tick);
         let last = m.last_totals;
+        let turned_away = totals.refused() > last.refused();
         if elapsed > 0 {
             let secs = elapsed as f64 / 1e9;
             let completed = totals.released().saturating_sub(last.released());
@@ -2079,8 +2087,6 @@ impl<C: Clock> Inner<C> {
             };
             let ceiling_refused = ceiling_refusals > 0;
             let memory_refusals = totals.refused_memory.saturating_sub(last.refused_memory);
-            let turned_away = totals.refused() > last.refused();
-            m.turned_away = turned_away;
             let learned = m.estimator.observe_with_levels(
                 &TickSample {
                     now,
@@ -2093,10 +2099,7 @@ impl<C: Clock> Inner<C> {
                     ceiling_refusals,
                     memory_refusals,
                     turned_away,
-                    ceiling_reached_at: {
-                        let at = self.ticks.reached_at.load(Ordering::Relaxed);
-                        (at != u64::MAX).then_some(at)
-                    },
+                    ceiling_reached_at: self.ticks.reached(),
                 },
                 &m.tick_latencies,
                 &m.tick_levels,
@@ -2135,7 +2138,7 @@ impl<C: Clock> Inner<C> {
             auto_ceiling,
             &m.learned,
             self.turnstile.current(),
-            m.turned_away,
+            turned_away,
             now,
             settings.tick,
         );
@@ -2281,7 +2284,7 @@ impl<C: Clock> Inner<C> {
             let credit = (floor_room * left).ceil();
             // Not under a probe, whose working level is below the knee on purpose: there the
             // second request is no queue, and holding it back cost cold starts of 10 workers
-            // 0.02 of their capacity (`sim_cold_start`).
+            // 0.011 to 0.024 of their capacity (`sim_cold_start`, seeds 1 to 8).
             let headroom = if urgent_full {
                 URGENT_HEADROOM_FULL
             } else {

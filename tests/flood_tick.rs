@@ -111,11 +111,3 @@ fn a_flood_at_the_unconfirmed_ceiling_is_confirmed_within_90_ms_wherever_the_reg
         );
     }
 }
-
-#[test]
-fn a_flood_on_a_service_too_slow_for_an_early_tick_waits_for_the_regular_one() {
-    // 1,000 rps at 100 ms: two base latencies are 200 ms, past the regular tick. Nothing is
-    // brought forward, and 70 ms into the step saturation is not yet confirmed.
-    let s = snapshot_into_step(1_000.0, 100, 10.0, 70, 1);
-    assert!(!s.learned.confirmed, "{:?}", s.learned);
-}
