@@ -20,7 +20,10 @@
 //! than about a tenth of the workers delays every request past it, and an empty share says only
 //! that the queue is at least that long; on a service whose times barely spread (a constant
 //! service time) any wait does, and says nothing ([`LowTail::delay_for_share`]). The capacity
-//! estimator trims by what the share tells and gives the trim back when it tells nothing.
+//! estimator trims by what the share tells and gives the trim back when it tells nothing; where
+//! the share can measure a queue of a few requests, it also measures the workers with it (the
+//! requests in flight less that queue) and sets the ceiling just above them (see
+//! [`crate::capacity::Learned::workers`]).
 //!
 //! [`LowTail`] keeps the latencies of the last clean ticks (no ceiling refusing, no queue), and
 //! from them the threshold, the share below it and, for a measured share, the delay that

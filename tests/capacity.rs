@@ -351,9 +351,9 @@ fn under_a_tenfold_flood_the_ceiling_keeps_about_one_request_above_the_knee() {
 
 /// With each tick's latencies, the low tail shows the queue the knee's margin keeps, and takes
 /// it off: 100 workers at 100 ms under a tenfold flood, whose ceiling keeps about five requests
-/// above the workers without them. A trimmed ceiling that shows no queue the share can tell
-/// gives half its trim back, so the ceiling moves between the two; it never goes below the
-/// workers, and the knee (capacity × base latency) is the same.
+/// above the workers without them. Its readings then measure the workers, and the ceiling
+/// follows them; it never goes below the workers, and the knee (capacity × base latency) is the
+/// same.
 #[test]
 fn the_low_tail_trims_the_queue_the_knees_margin_keeps_but_never_below_the_workers() {
     let flood = |with_latencies: bool| {
@@ -1797,4 +1797,70 @@ fn a_ceiling_reached_two_base_latencies_before_the_tick_confirms_an_implied_queu
     let (mut recent, i) = fed(60, |i| tick_at(i, 50, 20));
     recent.observe(&flood(i, Some(i * TICK - ms(60).as_nanos() as u64)));
     assert!(!recent.learned().confirmed, "{:?}", recent.learned());
+}
+
+/// Under a tenfold flood of 100 workers at 100 ms, each tick's latencies measure the workers: the
+/// requests in flight less the queue the low tail shows. The ceiling then sits the queue a dense
+/// flood needs (under one request) and the figure's own error above them, not the knee's margin.
+#[test]
+fn under_a_flood_the_low_tail_measures_the_workers_and_the_ceiling_sits_just_above_them() {
+    let mut run = Run::new(100, ms(100));
+    run.with_latencies = true;
+    run.run(600.0, 3.0);
+    let before = run.learned;
+    assert_eq!(before.workers, None, "not saturated yet: {}", run.show(0.0));
+    run.run(10_000.0, 6.0);
+    let trace = run.show(2.5);
+    let workers = run.learned.workers.expect("workers measured");
+    assert!(near(workers, 100.0, 0.015), "workers {workers}: {trace}");
+    let ceilings: Vec<u64> = run
+        .outside_probes_after(6.0)
+        .filter_map(|s| s.learned.ceiling)
+        .collect();
+    assert!(!ceilings.is_empty(), "{trace}");
+    assert!(
+        ceilings.iter().all(|&c| (100..=103).contains(&c)),
+        "ceilings {ceilings:?}: {trace}"
+    );
+    // Never above what the knee's margin allows: the trim only takes off.
+    let k = run.learned.knee.expect("knee") as f64;
+    let margin = confirmed_ceiling(k, run.learned.knee_noise, run.learned.offered_load);
+    assert!(run.learned.ceiling.unwrap_or(u64::MAX) <= margin, "{trace}");
+    assert!(run.learned.trim >= 0.0);
+}
+
+/// At twice the capacity the requests in flight fall below the workers between arrivals, and a
+/// reading would mix latencies that queued with latencies that did not: the workers are not
+/// measured there, and the ceiling is the knee's margin less the low tail's trim.
+#[test]
+fn under_a_light_overload_the_workers_are_not_measured() {
+    let mut run = Run::new(100, ms(100));
+    run.with_latencies = true;
+    run.run(600.0, 3.0);
+    run.run(2_000.0, 6.0);
+    let trace = run.show(2.5);
+    assert!(run.estimator.confirmed(), "{trace}");
+    assert!(run.learned.offered_load < 3.0, "{trace}");
+    assert!(
+        run.trace.iter().all(|s| s.learned.workers.is_none()),
+        "{trace}"
+    );
+}
+
+/// On ten workers one queued request delays every latency past the low tail's threshold, so
+/// its readings cannot measure a queue: no workers figure, and the trim of the share's verdicts
+/// stands.
+#[test]
+fn a_service_too_small_for_the_low_tail_to_measure_a_queue_has_no_workers_figure() {
+    let mut run = Run::new(10, ms(50));
+    run.with_latencies = true;
+    run.run(120.0, 3.0);
+    run.run(2_000.0, 6.0);
+    let trace = run.show(2.5);
+    assert!(run.estimator.confirmed(), "{trace}");
+    assert!(
+        run.trace.iter().all(|s| s.learned.workers.is_none()),
+        "{trace}"
+    );
+    assert!(run.learned.ceiling.unwrap_or(0) >= 10, "{trace}");
 }

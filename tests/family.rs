@@ -760,7 +760,9 @@ fn sluicegate_auto_meets_the_bars_on_the_backend_family() {
 /// 10,000 rps at 5 ms, 5x, and 50,000 rps at 1 ms, 5x, is met. Session 20 (224 met) keeps one
 /// request of urgent headroom once urgent demand alone fills the working level, not two, and
 /// non-urgent requests a request below it: the convergence of 200 rps at 50 ms, 5x, is met (the
-/// goodput of 10,000 rps at 1 ms, 10x, against a static limit is missed by 0.0002).
+/// goodput of 10,000 rps at 1 ms, 10x, against a static limit is missed by 0.0002). Session 23
+/// (225 met) measures the workers by the low tail under a dense overload: the goodput of
+/// 50,000 rps at 1 ms, 10x, against a static limit is met (0.99657 against 0.99642).
 const KNOWN_MISSES: &[(&str, &str)] = &[
     ("goodput at 2x >= 0.95", "200rps-50ms step 2x"),
     ("p99 ms <= SLO", "200rps-50ms step 0.5x"),
@@ -782,7 +784,6 @@ const KNOWN_MISSES: &[(&str, &str)] = &[
     ("goodput >= every peer's", "3200rps-20ms step 10x"),
     ("goodput >= every peer's", "10000rps-1ms step 10x"),
     ("goodput >= every peer's", "10000rps-5ms step 10x"),
-    ("goodput >= every peer's", "50000rps-1ms step 10x"),
     ("goodput >= every peer's", "50000rps-20ms step 2x"),
     ("goodput >= every peer's", "50000rps-20ms step 5x"),
     ("goodput >= every peer's", "50000rps-20ms step 10x"),
@@ -1024,8 +1025,10 @@ fn in_overload_the_auto_gate_keeps_the_capacity_of_a_slow_spread_out_backend_on_
 /// the goodput of 50,000 rps at 1 ms, 10x, on one seed), then keeps one request of urgent
 /// headroom, not two, and non-urgent requests one below it, once urgent demand alone fills the
 /// working level, and lets the low tail judge from 64 clean latencies (seeds 2 to 4: 232, 225,
-/// 226; 1 to 8: 1,828).
-const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 232), (3, 225), (4, 226)];
+/// 226; 1 to 8: 1,828). Session 23's workers measured by the low tail under a dense overload
+/// (`Learned::workers`) raised seeds 3 and 4 to 227 (seeds 1 to 8: 1,836, eight more bars of
+/// goodput against the static limit told W, none fewer).
+const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 232), (3, 227), (4, 227)];
 
 /// How far below its target a goodput bar may be missed on any seed. A count of bars hides a
 /// bar missed by a wide margin: session 6 found seeds 2 and 4 with 0.31 to 0.45 less goodput
