@@ -1756,26 +1756,27 @@ impl Estimator {
         let resolution = queue_of(queue_line.max(0.0));
         let queue = queue_of(share);
         // The workers: the requests in flight at admission less the queue the share shows,
-        // weighed by the share's noise (one standard error either side, in requests). Not on a
-        // service whose low tail cannot tell a queue of a few requests (see
-        // `WORKERS_RESOLUTION`): there the knee's margin and the trim below stand.
+        // weighed by the share's noise (one standard error either side, in requests). Only under
+        // a dense overload (under a light one the requests in flight fall below the workers
+        // between arrivals, and a reading mixes queued and unqueued latencies), and not on a
+        // service whose low tail cannot tell a queue of a few requests (`WORKERS_RESOLUTION`):
+        // there the knee's margin and the trim below stand.
         let dense = self.offered_load >= WORKERS_LOAD;
-        if !dense {
-            // Under a light overload the requests in flight fall below the workers between
-            // arrivals and the readings mix queued and unqueued latencies: left as they were.
-        } else if queue_of(TAIL_MEASURABLE * none) >= WORKERS_RESOLUTION {
-            let error = (share.max(0.5 / n) * (1.0 - share) / n).sqrt();
-            let longer = queue_of((share - error).max(0.0));
-            let shorter = queue_of((share + error).min(1.0));
-            let reading = WorkersReading {
-                level: self.tail_levels / n,
-                queue: (share < none).then_some(queue),
-                variance: ((longer - shorter) / 2.0).max(0.5).powi(2),
-                measured: share >= TAIL_MEASURABLE * none,
+        if dense {
+            self.workers = if queue_of(TAIL_MEASURABLE * none) >= WORKERS_RESOLUTION {
+                let error = (share.max(0.5 / n) * (1.0 - share) / n).sqrt();
+                let longer = queue_of((share - error).max(0.0));
+                let shorter = queue_of((share + error).min(1.0));
+                let reading = WorkersReading {
+                    level: self.tail_levels / n,
+                    queue: (share < none).then_some(queue),
+                    variance: ((longer - shorter) / 2.0).max(0.5).powi(2),
+                    measured: share >= TAIL_MEASURABLE * none,
+                };
+                Workers::after(self.workers, reading, k)
+            } else {
+                None
             };
-            self.workers = Workers::after(self.workers, reading, k);
-        } else {
-            self.workers = None;
         }
         // The queue the ceiling intends, and at least the one the share can tell from none.
         let intended = intended_queue(k, self.offered_load).max(1.0);
