@@ -1831,7 +1831,7 @@ fn under_a_flood_the_low_tail_measures_the_workers_and_the_ceiling_sits_just_abo
 
 /// At twice the capacity the requests in flight fall below the workers between arrivals, and a
 /// reading would mix latencies that queued with latencies that did not: the workers are not
-/// measured there, and the ceiling is the knee's margin less the low tail's trim.
+/// measured there.
 #[test]
 fn under_a_light_overload_the_workers_are_not_measured() {
     let mut run = Run::new(100, ms(100));
