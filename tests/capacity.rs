@@ -1864,3 +1864,21 @@ fn a_service_too_small_for_the_low_tail_to_measure_a_queue_has_no_workers_figure
     );
     assert!(run.learned.ceiling.unwrap_or(0) >= 10, "{trace}");
 }
+
+/// On twenty workers at 50 ms a queue of one request still leaves a share of quick latencies the
+/// low tail can read, but one of three requests does not (`capacity::WORKERS_RESOLUTION`): its
+/// readings cannot tell the queue finely enough to place the workers, and no figure is kept.
+#[test]
+fn a_service_whose_low_tail_cannot_tell_three_requests_of_queue_has_no_workers_figure() {
+    let mut run = Run::new(20, ms(50));
+    run.with_latencies = true;
+    run.run(240.0, 3.0);
+    run.run(4_000.0, 6.0);
+    let trace = run.show(2.5);
+    assert!(run.estimator.confirmed(), "{trace}");
+    assert!(run.learned.offered_load >= 3.0, "{trace}");
+    assert!(
+        run.trace.iter().all(|s| s.learned.workers.is_none()),
+        "{trace}"
+    );
+}
