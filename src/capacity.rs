@@ -60,8 +60,8 @@
 //! overload ([`WORKERS_LOAD`] requests offered per completion) each reading of the low tail also
 //! *measures the workers* ([`Learned::workers`]): the requests in flight when the latencies'
 //! requests were admitted, less the queue their share shows, with the error that one standard
-//! error of the share makes in that queue. Readings are weighed by their noise (a Kalman filter of a figure
-//! that may drift by [`WORKERS_DRIFT`]); a share too low to measure a queue (below
+//! error of the share makes in that queue. Readings are weighed by their noise (a Kalman filter
+//! of a figure that may drift by [`WORKERS_DRIFT`]); a share too low to measure a queue (below
 //! [`TAIL_MEASURABLE`] of the share with none) only caps the figure, and one at or above the
 //! share with none reads no queue. Once measured, the ceiling is the workers, the queue intended
 //! and [`WORKERS_SIGMAS`] of their error (a chance in eleven of a worker left idle, which costs
@@ -703,7 +703,8 @@ pub struct Learned {
     /// (see [`crate::low_tail`]), weighed reading by reading, under a dense overload
     /// ([`WORKERS_LOAD`]). Once measured, the confirmed ceiling there sits the intended queue and
     /// [`WORKERS_SIGMAS`] of this figure's error above it (never above the knee's margin); under
-    /// a lighter overload the trim of the low tail's verdicts applies. `None` until a dense
+    /// a lighter overload the figure is kept but not in force, and the trim of the low tail's
+    /// verdicts applies. `None` until a dense
     /// saturation has been read, on a service too small for the low tail to measure a queue of
     /// [`WORKERS_RESOLUTION`] requests, and after anything that resets the trim (a probe, a
     /// slower service, the end of saturation).
@@ -895,6 +896,7 @@ impl Workers {
                 variance: reading.variance,
             });
         };
+        // At least a tenth of a request of drift, so that a small service's figure stays movable.
         let variance = w.variance + (WORKERS_DRIFT * k).powi(2).max(0.01);
         if reading.queue.is_none() && z <= w.mean {
             // No queue at a level the workers already exceed: nothing new (a demand that fell
@@ -1672,11 +1674,17 @@ impl Estimator {
         self.learned()
     }
 
+    /// Whether the overload is dense enough for the low tail to measure the workers and for their
+    /// figure to set the ceiling ([`WORKERS_LOAD`]).
+    fn dense_overload(&self) -> bool {
+        self.offered_load >= WORKERS_LOAD
+    }
+
     /// Once the workers are measured, the trim is what takes the confirmed ceiling (which moves
     /// with the knee, tick by tick) down to the ceiling they call for; never negative, so that
     /// the knee's margin still bounds the ceiling from above.
     fn trim_to_workers(&mut self, k: f64) {
-        if let Some(workers) = self.workers.filter(|_| self.offered_load >= WORKERS_LOAD) {
+        if let Some(workers) = self.workers.filter(|_| self.dense_overload()) {
             let confirmed = k + knee_headroom(k, self.knee_noise(), self.offered_load);
             let wanted = workers.ceiling(self.offered_load);
             self.trim = (confirmed - wanted).clamp(0.0, self.most_trim().max(0.0));
@@ -1748,6 +1756,7 @@ impl Estimator {
         // Below this share the queue stands out of the noise of the share with none.
         let none = self.low_tail.share_below(threshold);
         let queue_line = none - binomial(none);
+        let dense = self.dense_overload();
         let mut queue_of = |share: f64| {
             self.low_tail
                 .delay_for_share(share)
@@ -1761,7 +1770,6 @@ impl Estimator {
         // between arrivals, and a reading mixes queued and unqueued latencies), and not on a
         // service whose low tail cannot tell a queue of a few requests (`WORKERS_RESOLUTION`):
         // there the knee's margin and the trim below stand.
-        let dense = self.offered_load >= WORKERS_LOAD;
         if dense {
             self.workers = if queue_of(TAIL_MEASURABLE * none) >= WORKERS_RESOLUTION {
                 let error = (share.max(0.5 / n) * (1.0 - share) / n).sqrt();
@@ -1770,6 +1778,7 @@ impl Estimator {
                 let reading = WorkersReading {
                     level: self.tail_levels / n,
                     queue: (share < none).then_some(queue),
+                    // Levels are whole requests: no reading is finer than half of one.
                     variance: ((longer - shorter) / 2.0).max(0.5).powi(2),
                     measured: share >= TAIL_MEASURABLE * none,
                 };
