@@ -1829,22 +1829,32 @@ fn under_a_flood_the_low_tail_measures_the_workers_and_the_ceiling_sits_just_abo
     assert!(run.learned.trim >= 0.0);
 }
 
+/// `workers` at `service`, with each tick's latencies: 3 s at 0.6 of the capacity, then 6 s at
+/// `load` times it.
+fn flood_with_latencies(workers: u32, service: Duration, load: f64) -> Run {
+    let mut run = Run::new(workers, service);
+    run.with_latencies = true;
+    let capacity = run.service.capacity();
+    run.run(0.6 * capacity, 3.0);
+    run.run(load * capacity, 6.0);
+    run
+}
+
+/// Whether no tick of the run showed a workers figure.
+fn never_measured_workers(run: &Run) -> bool {
+    run.trace.iter().all(|s| s.learned.workers.is_none())
+}
+
 /// At twice the capacity the requests in flight fall below the workers between arrivals, and a
 /// reading would mix latencies that queued with latencies that did not: the workers are not
 /// measured there.
 #[test]
 fn under_a_light_overload_the_workers_are_not_measured() {
-    let mut run = Run::new(100, ms(100));
-    run.with_latencies = true;
-    run.run(600.0, 3.0);
-    run.run(2_000.0, 6.0);
+    let run = flood_with_latencies(100, ms(100), 2.0);
     let trace = run.show(2.5);
     assert!(run.estimator.confirmed(), "{trace}");
     assert!(run.learned.offered_load < 3.0, "{trace}");
-    assert!(
-        run.trace.iter().all(|s| s.learned.workers.is_none()),
-        "{trace}"
-    );
+    assert!(never_measured_workers(&run), "{trace}");
 }
 
 /// On ten workers one queued request delays every latency past the low tail's threshold, so
@@ -1852,16 +1862,10 @@ fn under_a_light_overload_the_workers_are_not_measured() {
 /// stands.
 #[test]
 fn a_service_too_small_for_the_low_tail_to_measure_a_queue_has_no_workers_figure() {
-    let mut run = Run::new(10, ms(50));
-    run.with_latencies = true;
-    run.run(120.0, 3.0);
-    run.run(2_000.0, 6.0);
+    let run = flood_with_latencies(10, ms(50), 10.0);
     let trace = run.show(2.5);
     assert!(run.estimator.confirmed(), "{trace}");
-    assert!(
-        run.trace.iter().all(|s| s.learned.workers.is_none()),
-        "{trace}"
-    );
+    assert!(never_measured_workers(&run), "{trace}");
     assert!(run.learned.ceiling.unwrap_or(0) >= 10, "{trace}");
 }
 
@@ -1870,15 +1874,9 @@ fn a_service_too_small_for_the_low_tail_to_measure_a_queue_has_no_workers_figure
 /// readings cannot tell the queue finely enough to place the workers, and no figure is kept.
 #[test]
 fn a_service_whose_low_tail_cannot_tell_three_requests_of_queue_has_no_workers_figure() {
-    let mut run = Run::new(20, ms(50));
-    run.with_latencies = true;
-    run.run(240.0, 3.0);
-    run.run(4_000.0, 6.0);
+    let run = flood_with_latencies(20, ms(50), 10.0);
     let trace = run.show(2.5);
     assert!(run.estimator.confirmed(), "{trace}");
     assert!(run.learned.offered_load >= 3.0, "{trace}");
-    assert!(
-        run.trace.iter().all(|s| s.learned.workers.is_none()),
-        "{trace}"
-    );
+    assert!(never_measured_workers(&run), "{trace}");
 }
