@@ -1,4 +1,4 @@
-//! A gate started cold into an overload: every backend of the family (`sluicegate::sim::family`)
+//! A gate started cold into an overload: every backend of the family (`sluicegate::sim::grid`)
 //! at 1.1x, 1.5x, 2x and 5x its capacity from the first request, with no warm-up (the family's
 //! step scenario without its first phase), for `sluicegate-auto` against a static in-flight limit
 //! told the workers (`concurrency-limit`) and Netflix's Gradient2 (`gradient2`, which starts at a
@@ -24,7 +24,7 @@ use std::process::ExitCode;
 
 mod common;
 
-use sluicegate::sim::family;
+use sluicegate::sim::grid;
 use sluicegate::sim::metrics::StrategyReport;
 use sluicegate::sim::{run_gate, run_strategy, ConcurrencyLimit, Gradient2, Scenario};
 use sluicegate::Config;
@@ -60,8 +60,8 @@ impl Tally {
 }
 
 /// The step scenario of `spec` at `load`, without its warm-up.
-fn cold(spec: &family::BackendSpec, load: f64) -> Scenario {
-    let mut scenario = family::step_scenario(spec, load);
+fn cold(spec: &grid::BackendSpec, load: f64) -> Scenario {
+    let mut scenario = grid::step_scenario(spec, load);
     scenario.phases.remove(0);
     scenario
 }
@@ -83,25 +83,20 @@ fn main() -> ExitCode {
         (Tally::default(), Tally::default(), Tally::default());
     // Each backend's means, for the summary after the table.
     let mut by_backend: Vec<(String, [Tally; 3])> = Vec::new();
-    for spec in family::backends() {
+    for spec in grid::backends() {
         let mut backend: [Tally; 3] = Default::default();
         for load in LOADS {
             let scenario = cold(&spec, load);
             let slo_ms = scenario.clients.slo.as_secs_f64() * 1e3;
             for seed in 1..=seeds {
-                let ours = match run_gate(
-                    &scenario,
-                    seed,
-                    family::AUTO,
-                    Config::default(),
-                    &mut |_| {},
-                ) {
-                    Ok(report) => report,
-                    Err(e) => {
-                        eprintln!("{}: {e}", scenario.name);
-                        return ExitCode::FAILURE;
-                    }
-                };
+                let ours =
+                    match run_gate(&scenario, seed, grid::AUTO, Config::default(), &mut |_| {}) {
+                        Ok(report) => report,
+                        Err(e) => {
+                            eprintln!("{}: {e}", scenario.name);
+                            return ExitCode::FAILURE;
+                        }
+                    };
                 let limit = run_strategy(
                     &scenario,
                     seed,

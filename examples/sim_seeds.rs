@@ -1,4 +1,4 @@
-//! Runs `sluicegate-auto` on every backend of the family (`sluicegate::sim::family`) at its 2x, 5x
+//! Runs `sluicegate-auto` on every backend of the family (`sluicegate::sim::grid`) at its 2x, 5x
 //! and 10x steps, over many seeds, and prints the mean and the worst goodput of each backend and
 //! load, with the seed of the worst. A family run on one seed shows the bars; this shows the
 //! tail: a trap that one seed in ten falls into is invisible on one seed and plain on thirty.
@@ -16,7 +16,7 @@
 
 use std::process::ExitCode;
 
-use sluicegate::sim::family::{self, BackendSpec};
+use sluicegate::sim::grid::{self, BackendSpec};
 use sluicegate::sim::{run_gate, run_strategy, ConcurrencyLimit};
 use sluicegate::Config;
 
@@ -85,7 +85,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let backends: Vec<BackendSpec> = family::backends();
+    let backends: Vec<BackendSpec> = grid::backends();
     let jobs: Vec<(usize, usize, u64)> = (0..backends.len())
         .flat_map(|b| (0..LOADS.len()).map(move |l| (b, l)))
         .flat_map(|(b, l)| (1..=args.seeds).map(move |s| (b, l, s)))
@@ -100,14 +100,8 @@ fn main() -> ExitCode {
                 let Some(&(backend, load, seed)) = jobs.get(i) else {
                     break;
                 };
-                let scenario = family::step_scenario(&backends[backend], LOADS[load].0);
-                match run_gate(
-                    &scenario,
-                    seed,
-                    family::AUTO,
-                    Config::default(),
-                    &mut |_| {},
-                ) {
+                let scenario = grid::step_scenario(&backends[backend], LOADS[load].0);
+                match run_gate(&scenario, seed, grid::AUTO, Config::default(), &mut |_| {}) {
                     Ok(report) => {
                         let reference = run_strategy(
                             &scenario,
@@ -143,7 +137,7 @@ fn main() -> ExitCode {
     let runs = results.into_inner().unwrap_or_default();
     println!(
         "# `{}`, seeds 1 to {}: goodput at the family's steps\n",
-        family::AUTO,
+        grid::AUTO,
         args.seeds
     );
     println!(

@@ -1,6 +1,6 @@
 //! Where in an overload step `sluicegate-auto` answers fewer requests than a static in-flight limit
 //! told the workers (the `concurrency-limit` reference), on every backend of the family
-//! (`sluicegate::sim::family`) at its 2x, 5x and 10x steps, summed over several seeds.
+//! (`sluicegate::sim::grid`) at its 2x, 5x and 10x steps, summed over several seeds.
 //!
 //! The step is cut into ten equal parts; each column is our requests answered in time less the
 //! reference's in that part, as a share of the reference's. A cost at the start of the step is the
@@ -18,7 +18,7 @@ use std::process::ExitCode;
 
 mod common;
 
-use sluicegate::sim::family::{self, BackendSpec};
+use sluicegate::sim::grid::{self, BackendSpec};
 use sluicegate::sim::metrics::{StrategyReport, TimelineSample};
 use sluicegate::sim::{run_gate, run_strategy, ConcurrencyLimit};
 use sluicegate::Config;
@@ -51,11 +51,11 @@ fn main() -> ExitCode {
         Ok(seeds) => seeds,
         Err(code) => return code,
     };
-    let backends: Vec<BackendSpec> = family::backends();
+    let backends: Vec<BackendSpec> = grid::backends();
     println!(
         "# `{}` against a static limit at W, seeds 1 to {seeds}: where in the step the answers \
          differ\n",
-        family::AUTO
+        grid::AUTO
     );
     println!(
         "Each part is a tenth of the step; the figure is our answers in time less the \
@@ -66,23 +66,18 @@ fn main() -> ExitCode {
     println!("|---|---|{}---|", "---|".repeat(PARTS));
     for spec in &backends {
         for &load in &LOADS {
-            let scenario = family::step_scenario(spec, load);
+            let scenario = grid::step_scenario(spec, load);
             let window = spec.step_window_ms();
             let (mut ours, mut theirs) = ([0u64; PARTS], [0u64; PARTS]);
             for seed in 1..=seeds {
-                let report = match run_gate(
-                    &scenario,
-                    seed,
-                    family::AUTO,
-                    Config::default(),
-                    &mut |_| {},
-                ) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        eprintln!("a run could not start: {e}");
-                        return ExitCode::FAILURE;
-                    }
-                };
+                let report =
+                    match run_gate(&scenario, seed, grid::AUTO, Config::default(), &mut |_| {}) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            eprintln!("a run could not start: {e}");
+                            return ExitCode::FAILURE;
+                        }
+                    };
                 let reference = run_strategy(
                     &scenario,
                     seed,

@@ -7,8 +7,12 @@ use std::process::ExitCode;
 use std::path::Path;
 
 use clap::{Parser, Subcommand};
-use sluicegate::sim::{self, render, Scenario};
+use sluicegate::sim::family::{self, bars, report};
+use sluicegate::sim::{self, render, Bbr, Gradient2, Report, Scenario, Strategy};
 use sluicegate::Config;
+
+/// The family's seed when `--seed` is not given.
+const FAMILY_SEED: u64 = 1;
 
 /// sluicegate protects a service from overload from inside its own process.
 ///
@@ -28,6 +32,8 @@ Examples:
   sluicegate simulate                              the flash-crowd scenario: table of what each strategy achieves
   sluicegate simulate --scenario priority-flood --out report/   also write JSON, CSV and an HTML report with charts
   sluicegate simulate --scenario my.toml --config config/sluicegate.toml --json
+  sluicegate simulate --family 60 --seed 1         60 random services and floods, and the bars of sluicegate-auto
+  sluicegate simulate --seed 1 --draw 17           one of them alone: every strategy, its parameters and bars
   sluicegate check-config config/sluicegate.toml   check a file and print the settings it gives
   sluicegate default-config > sluicegate.toml      start a config of your own from the defaults";
 
@@ -55,6 +61,22 @@ enum Command {
         /// Also write report.json, timeline.csv (100 ms slices) and report.html (charts) into DIR.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
+        /// Run a randomized family of N services instead of a scenario: draws 0 to N-1 of the
+        /// family of --seed (default 1), each with unprotected, concurrency-limit and
+        /// sluicegate-auto, then print every draw, the bars and the worst draws. Exit status 0
+        /// whether the bars are met or not.
+        #[arg(long, value_name = "N", conflicts_with_all = ["scenario", "config", "json", "out"])]
+        family: Option<usize>,
+        /// Run draw I of the family of --seed (default 1) alone, with every built-in strategy: its
+        /// table (or --json, --out) like a scenario's, then its parameters and its bars.
+        #[arg(long, value_name = "I", conflicts_with = "scenario")]
+        draw: Option<usize>,
+        /// Threads the family runs on.
+        #[arg(long, value_name = "T", default_value_t = 2)]
+        threads: usize,
+        /// The strategy the family's bars judge.
+        #[arg(long, value_name = "NAME", default_value = family::SUBJECT)]
+        subject: String,
     },
     /// Check a config file: print the effective configuration (every key, defaults filled in), or
     /// every error with the key, the value and the rule it breaks. Exit status 0 when valid, 2 when not.
@@ -75,7 +97,22 @@ fn main() -> ExitCode {
             seed,
             json,
             out,
-        } => simulate(&scenario, config.as_deref(), seed, json, out.as_deref()),
+            family,
+            draw,
+            threads,
+            subject,
+        } => match (draw, family) {
+            (Some(index), _) => {
+                let base = match load_config(config.as_deref()) {
+                    Ok(c) => c,
+                    Err(code) => return code,
+                };
+                let seed = seed.unwrap_or(FAMILY_SEED);
+                simulate_draw(seed, index, &base, &subject, json, out.as_deref())
+            }
+            (None, Some(n)) => simulate_family(seed.unwrap_or(FAMILY_SEED), n, threads, &subject),
+            (None, None) => simulate(&scenario, config.as_deref(), seed, json, out.as_deref()),
+        },
         Command::CheckConfig { file } => match Config::from_file(&file) {
             Ok(config) => {
                 println!("# {}: valid. Effective configuration:", file.display());
@@ -92,6 +129,18 @@ fn main() -> ExitCode {
             print!("{}", Config::default_toml());
             ExitCode::SUCCESS
         }
+    }
+}
+
+/// Reads the base gate configuration (the defaults without a file); exit status 2 when invalid.
+fn load_config(config: Option<&Path>) -> Result<Config, ExitCode> {
+    match config {
+        Some(path) => Config::from_file(path).map_err(|error| {
+            eprintln!("{}: invalid configuration", path.display());
+            eprintln!("{error}");
+            ExitCode::from(2)
+        }),
+        None => Ok(Config::default()),
     }
 }
 
@@ -115,16 +164,9 @@ fn simulate(
             return ExitCode::from(2);
         }
     };
-    let base = match config {
-        Some(path) => match Config::from_file(path) {
-            Ok(c) => c,
-            Err(error) => {
-                eprintln!("{}: invalid configuration", path.display());
-                eprintln!("{error}");
-                return ExitCode::from(2);
-            }
-        },
-        None => Config::default(),
+    let base = match load_config(config) {
+        Ok(c) => c,
+        Err(code) => return code,
     };
     let seed = seed.unwrap_or(scenario.seed);
     let progress = render::Progress::new(&format!("simulating {}", scenario.name));
@@ -137,8 +179,14 @@ fn simulate(
             return ExitCode::from(2);
         }
     };
+    print_report(&report, json, out)
+}
+
+/// Prints `report` as a table or JSON and writes the files of `--out`; exit status 1 when the
+/// report cannot be rendered or written.
+fn print_report(report: &Report, json: bool, out: Option<&Path>) -> ExitCode {
     if json {
-        match render::json(&report) {
+        match render::json(report) {
             Ok(text) => print!("{text}"),
             Err(error) => {
                 eprintln!("{error}");
@@ -146,10 +194,10 @@ fn simulate(
             }
         }
     } else {
-        print!("{}", render::table(&report));
+        print!("{}", render::table(report));
     }
     if let Some(dir) = out {
-        match render::write_all(&report, dir) {
+        match render::write_all(report, dir) {
             Ok(paths) => {
                 for p in paths {
                     eprintln!("wrote {}", p.display());
@@ -161,5 +209,126 @@ fn simulate(
             }
         }
     }
+    ExitCode::SUCCESS
+}
+
+/// A factory of an extra strategy, owned.
+type Factory = Box<dyn Fn() -> Box<dyn Strategy> + Sync>;
+
+/// The extra strategy the family must run for the bars of `subject`: none for the strategies it
+/// always runs, the built-in peers that need no knowledge of the draw (`gradient2`, `bbr`), and
+/// an error (exit status 2) for any other name.
+fn extra_subject(subject: &str) -> Result<Vec<(&'static str, Factory)>, ExitCode> {
+    match subject {
+        s if family::BUILT_IN.contains(&s) => Ok(Vec::new()),
+        "gradient2" => Ok(vec![(
+            "gradient2",
+            Box::new(|| Box::new(Gradient2::new()) as Box<dyn Strategy>) as Factory,
+        )]),
+        "bbr" => Ok(vec![(
+            "bbr",
+            Box::new(|| Box::new(Bbr::new()) as Box<dyn Strategy>) as Factory,
+        )]),
+        other => {
+            eprintln!(
+                "--subject: the family cannot judge `{other}` (it can: {}, gradient2, bbr)",
+                family::BUILT_IN.join(", ")
+            );
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+/// Runs `sluicegate simulate --draw I`: draw `index` of the family of `seed` with every built-in
+/// strategy, printed like a scenario, then its parameters and the bars of `subject` (on stderr
+/// with `--json`, so that stdout stays JSON). Exit status 2 for bad input.
+fn simulate_draw(
+    seed: u64,
+    index: usize,
+    base: &Config,
+    subject: &str,
+    json: bool,
+    out: Option<&Path>,
+) -> ExitCode {
+    let draw = family::draw(seed, index);
+    let scenario = draw.scenario();
+    let progress = render::Progress::new(&format!("simulating {}", scenario.name));
+    let result = sim::run(&scenario, base, &mut |f| progress.set(f));
+    progress.finish();
+    let report = match result {
+        Ok(r) => r,
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::from(2);
+        }
+    };
+    let code = print_report(&report, json, out);
+    let extra = match extra_subject(subject) {
+        Ok(extra) => extra,
+        Err(code) => return code,
+    };
+    let extra: Vec<(&str, family::StrategyFactory)> =
+        extra.iter().map(|(n, f)| (*n, f.as_ref())).collect();
+    let result = family::run_draw(&draw, &extra);
+    let detail = match bars::check_draw(&result, subject) {
+        Ok(checked) => report::draw_detail(&result, &checked, subject),
+        Err(error) => {
+            eprintln!("--subject: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    if json {
+        eprint!("\n{detail}");
+    } else {
+        print!("\n{detail}");
+    }
+    code
+}
+
+/// Runs `sluicegate simulate --family N`: prints the family's report, and on stderr how long it
+/// took and its slowest draws. Exit status 0 whether the bars are met or not, 2 for an unknown
+/// `subject`.
+fn simulate_family(seed: u64, n: usize, threads: usize, subject: &str) -> ExitCode {
+    let started = std::time::Instant::now();
+    let progress = render::Progress::new(&format!("family of {n} draws"));
+    let times = std::sync::Mutex::new(Vec::with_capacity(n));
+    let extra = match extra_subject(subject) {
+        Ok(extra) => extra,
+        Err(code) => return code,
+    };
+    let extra: Vec<(&str, family::StrategyFactory)> =
+        extra.iter().map(|(n, f)| (*n, f.as_ref())).collect();
+    let results = family::run_family_with(seed, n, threads, &extra, &|done, result, took| {
+        progress.set(done as f64 / n.max(1) as f64);
+        if let Ok(mut times) = times.lock() {
+            times.push((took, result.draw.index));
+        }
+    });
+    progress.finish();
+    let checked = match bars::check_family(&results, subject) {
+        Ok(checked) => checked,
+        Err(error) => {
+            eprintln!("--subject: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    print!("{}", report::render(&results, &checked));
+    let mut times = times.into_inner().unwrap_or_else(|e| e.into_inner());
+    times.sort_by(|a, b| b.cmp(a));
+    let slowest: Vec<String> = times
+        .iter()
+        .take(3)
+        .map(|(took, index)| format!("#{index} {:.1}s", took.as_secs_f64()))
+        .collect();
+    eprintln!(
+        "{n} draws in {:.1}s on {} threads; slowest: {}",
+        started.elapsed().as_secs_f64(),
+        threads.clamp(1, n.max(1)),
+        if slowest.is_empty() {
+            "-".to_owned()
+        } else {
+            slowest.join(", ")
+        }
+    );
     ExitCode::SUCCESS
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sluicegate::capacity::Learned;
 use sluicegate::sim::{
-    family, run_strategy, simulated_gate, SharedMemory, Sluicegate, StrategyReport,
+    grid, run_strategy, simulated_gate, SharedMemory, Sluicegate, StrategyReport,
 };
 use sluicegate::Config;
 
@@ -27,11 +27,11 @@ fn cold_step(
     seed: u64,
     length: Option<Duration>,
 ) -> (StrategyReport, Learned) {
-    let spec = family::BackendSpec {
+    let spec = grid::BackendSpec {
         capacity_rps,
         service_time: Duration::from_millis(service_ms),
     };
-    let mut scenario = family::step_scenario(&spec, load);
+    let mut scenario = grid::step_scenario(&spec, load);
     scenario.phases.remove(0);
     scenario.phases.truncate(1);
     if let Some(length) = length {

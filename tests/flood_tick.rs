@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use sluicegate::clock::ManualClock;
 use sluicegate::sim::strategy::{AttemptId, BackendView, Offer, Strategy};
-use sluicegate::sim::{family, run_strategy, simulated_gate, SharedMemory, Sluicegate};
+use sluicegate::sim::{grid, run_strategy, simulated_gate, SharedMemory, Sluicegate};
 use sluicegate::{Config, Gate, Snapshot};
 
 type Nanos = u64;
@@ -71,11 +71,11 @@ fn snapshot_into_step(
     step_ms: u64,
     seed: u64,
 ) -> Snapshot {
-    let spec = family::BackendSpec {
+    let spec = grid::BackendSpec {
         capacity_rps,
         service_time: Duration::from_millis(service_ms),
     };
-    let mut scenario = family::step_scenario(&spec, load);
+    let mut scenario = grid::step_scenario(&spec, load);
     scenario.phases.truncate(2);
     let step_at = scenario.phases[0].duration + Duration::from_millis(step_ms);
     let clock = ManualClock::new();

@@ -1059,18 +1059,18 @@ fn a_gate_started_cold_into_a_flood_on_fifty_fast_workers_answers_most_of_their_
 /// `sluicegate-auto` on seeds 1 to 3 of the family's step scenario of a backend of `capacity_rps`
 /// and `service_ms`, started at `load` without its warm-up.
 fn started_cold(capacity_rps: f64, service_ms: u64, load: f64) -> Vec<StrategyReport> {
-    let spec = sluicegate::sim::family::BackendSpec {
+    let spec = sluicegate::sim::grid::BackendSpec {
         capacity_rps,
         service_time: Duration::from_millis(service_ms),
     };
-    let mut s = sluicegate::sim::family::step_scenario(&spec, load);
+    let mut s = sluicegate::sim::grid::step_scenario(&spec, load);
     s.phases.remove(0);
     (1..=3)
         .map(|seed| {
             match sluicegate::sim::run_gate(
                 &s,
                 seed,
-                sluicegate::sim::family::AUTO,
+                sluicegate::sim::grid::AUTO,
                 Config::default(),
                 &mut |_| {},
             ) {

@@ -130,7 +130,7 @@ pub const TAIL_NOISE_SIGMAS: f64 = 3.0;
 /// service whose own p99 sits at 0.93 of the SLO (exponential times, SLO five means: 0.67 % late)
 /// shows more than 10 late answers in a window of 1,000 about one window in eleven, so over a 5 s
 /// step a static limit told the workers, right from the first request, failed the test somewhere
-/// on 36 of 64 runs of the backend family (seeds 1 to 8), and its convergence read as "never". A
+/// on 36 of 64 runs of the backend grid (seeds 1 to 8), and its convergence read as "never". A
 /// transient that makes a window late (a queue a latency long) exceeds this allowance many times
 /// over; the p99 of a whole step, thousands of answers, is judged by [`p99_within_slo`].
 ///

@@ -61,8 +61,9 @@
 //!   start (0 after the phases), `in_flight`, `waiting`, `switch_on` and `memory_ratio` are read at
 //!   its end; `late` counts the answers slower than the SLO, so that slices pool into windows.
 //!
-//! [`family`] runs a family of backends (200 to 50,000 rps, 1 to 500 ms) and checks the bars of a
-//! gate that learns capacity by itself.
+//! [`grid`] runs a grid of backends (200 to 50,000 rps, 1 to 500 ms) and checks the bars of a
+//! gate that learns capacity by itself; [`family`] draws services and floods at random over much
+//! wider ranges, seeded, and checks a strategy's bars draw by draw.
 //!
 //! ```
 //! use sluicegate::sim::{run, Scenario};
@@ -85,6 +86,7 @@
 
 mod engine;
 pub mod family;
+pub mod grid;
 pub mod metrics;
 pub mod peers;
 mod reader;

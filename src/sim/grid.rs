@@ -1,4 +1,4 @@
-//! The backend family of issue 5: does a gate that learns capacity by itself meet the bars on every
+//! The backend grid: does a gate that learns capacity by itself meet the bars on every
 //! backend, from 200 to 50,000 requests per second and from 1 ms to 500 ms of service time, without
 //! one setting changed?
 //!
@@ -59,14 +59,14 @@
 //! that reference converged "never" or late on 36 of 64 runs. A window's late answers are
 //! therefore allowed their binomial noise above 1 % ([`tail_within_slo_or_noise`], three standard
 //! deviations: 19 of 1,000); a transient's queue makes a window late many times over that.
-//! `examples/sim_family.rs` prints how many bars that reference meets.
+//! `examples/sim_grid.rs` prints how many bars that reference meets.
 //!
 //! ```
-//! use sluicegate::sim::family::{self, BackendSpec, Traffic};
+//! use sluicegate::sim::grid::{self, BackendSpec, Traffic};
 //! use std::time::Duration;
 //!
 //! let spec = BackendSpec { capacity_rps: 200.0, service_time: Duration::from_millis(50) };
-//! let scenario = family::step_scenario(&spec, 2.0);
+//! let scenario = grid::step_scenario(&spec, 2.0);
 //! assert_eq!(scenario.backend.workers, 10);
 //! assert_eq!(scenario.capacity(), 200.0);
 //! assert_eq!(scenario.clients.slo, Duration::from_millis(250));
