@@ -5,18 +5,30 @@
 //! [`Gate::call_blocking`]) waiting are thin layers over it.
 //!
 //! # The request path
+//! Urgent first, whatever the configuration: the in-flight ceiling refuses non-urgent work before
+//! urgent work. Non-urgent requests stop at their own level, below the ceiling by an urgent
+//! reserve; urgent ones may use the whole ceiling. With a learned ceiling the reserve is its
+//! urgent headroom (see below); with a fixed `max_in_flight` of N it is R, re-derived at each tick
+//! and on reload from the urgent demand the sampler measures (urgent rate × latency = U in
+//! flight): the R that urgent bursts overrun once in a thousand, urgent arrivals piling above the
+//! non-urgent level as a queue of load U ÷ N; N/16 (at least 1) until urgent demand is measured;
+//! N − 1 once urgent demand alone fills the ceiling; never more than N − 1. A `max` bound that
+//! holds a learned ceiling lowers the non-urgent level by the headroom it cut off.
 //! 1. Hard ceilings, switch or not: memory at or above `max_memory_ratio` of the limit refuses at
-//!    once. Below the *shared level* (the in-flight ceiling, or with a learned ceiling the level
-//!    non-urgent requests stop at, and the level at which memory is projected to reach
-//!    `memory_soft_ratio`) a request takes an in-flight slot without being classified: one
-//!    compare-and-swap.
+//!    once. Below the *shared level* (the level non-urgent requests stop at, and the level at
+//!    which memory is projected to reach `memory_soft_ratio`) a request takes an in-flight slot
+//!    without being classified: one compare-and-swap.
 //! 2. Above the shared level the request is classified. An urgent one may go up to the ceiling
 //!    (with a learned ceiling, a few requests above the shared level) and the level where memory
 //!    reaches its hard ceiling. A non-urgent one is refused, except between the memory marks, where
 //!    a share shrinking from all to none is admitted, and on the non-urgent floor
-//!    (`non_urgent_qps`), which may take a few slots above a learned ceiling.
+//!    (`non_urgent_qps`), which may take a few slots above a learned ceiling, and with fixed
+//!    numbers only the urgent reserve, never a slot past the ceiling or where the memory marks
+//!    stop non-urgent work: whatever urgent demand takes, non-urgent work gets that rate.
 //! 3. Switch off: nothing else happens.
-//! 4. Switch on: the request is classified and draws a token. At first every request draws from
+//! 4. Switch on: the request is classified and draws a token; with a fixed ceiling, a non-urgent
+//!    one already at its level is refused there (or admitted on its floor) before it draws one of
+//!    the whole gate, as any request is at the ceiling. At first every request draws from
 //!    the bucket of the whole gate (`max_qps`). Once that bucket cannot serve a request in time
 //!    (its next token is further than the longest wait, or `max_waiters` are already waiting),
 //!    non-urgent requests move to their own bucket (`non_urgent_qps`) until the switch goes off;
@@ -39,8 +51,10 @@
 //! the estimator's ceiling plus the urgent headroom. While the capacity is only a lower bound (not
 //! seen saturated, [`crate::capacity::Learned::confirmed`]) the switch threshold and the rate are
 //! twice the knee and the capacity, as the ceiling is. [`Snapshot::learned`] and [`Snapshot::limits`]
-//! show both. A config of fixed numbers only behaves as the seed's gate, with the urgent headroom,
-//! floor and adaptive waiting off.
+//! show both. A config of fixed numbers only behaves as the seed's gate (the switch's rule, the
+//! buckets, waits up to `request_timeout`), with the urgent headroom, work-conserving tokens and
+//! adaptive waiting off; only the order in which its ceiling refuses differs: non-urgent work
+//! first (the urgent reserve, and the non-urgent floor into it).
 //!
 //! # When the switch turns on and off
 //! The sampler evaluates the switch once per `tick`, on the first request that finds the tick due.
@@ -191,6 +205,12 @@ struct HotLimits {
     shared_cap: AtomicU64,
     /// Non-urgent requests enter below this in-flight level: the ceiling less the urgent reserve.
     non_urgent_cap: AtomicU64,
+    /// With a fixed ceiling, `non_urgent_cap`: with the switch on and before the split, a
+    /// non-urgent request that finds this many in flight is stopped at its cap before it draws a
+    /// token of the whole gate, as any request is at the ceiling (tokens drawn, waited for and
+    /// then refused a slot would empty the bucket, and split it, with the service half idle).
+    /// `u64::MAX` with a learned ceiling.
+    non_urgent_before_token: AtomicU64,
     /// The in-flight level at which memory is projected to reach the soft mark; `u64::MAX` unknown.
     memory_soft_cap: AtomicU64,
     /// The in-flight level at which memory is projected to reach the hard ceiling; `u64::MAX` unknown.
@@ -210,9 +230,10 @@ struct HotLimits {
     /// burst of the floor refuse urgent requests: in `priority-flood` on 10 workers, four on the
     /// floor against a credit of two.)
     floor_credit: AtomicU64,
-    /// Whether any switch or ceiling figure is learned: the self-tuning behaviours (urgent reserve,
+    /// Whether any switch or ceiling figure is learned: the self-tuning behaviours (urgent headroom,
     /// work-conserving tokens, deadline-aware waiting, a calm second before the switch turns off)
-    /// apply then; a config of fixed numbers behaves as the seed's gate.
+    /// apply then; a config of fixed numbers behaves as the seed's gate, but for the urgent reserve
+    /// below its ceiling (see [`urgent_reserve`]).
     learning: AtomicBool,
     /// The handler latency a request admitted now is expected to take (the trimmed mean), with
     /// any learned figure; 0 otherwise.
@@ -320,6 +341,39 @@ const URGENT_HEADROOM_MIN: u64 = 2;
 /// requests at the working level: 0.6 % of the capacity more answered on 10 workers at 1 ms, 10x,
 /// but urgent success in `flash-crowd` fell from 59 % to 51 %.)
 const URGENT_HEADROOM_FULL: u64 = 1;
+/// Before urgent demand is known, the urgent reserve below a fixed `max_in_flight` is this share
+/// of the ceiling (and at least one request): a sixteenth, room for a few urgent requests that
+/// costs the service little of a ceiling it was given.
+const URGENT_RESERVE_UNKNOWN: u64 = 16;
+/// The urgent reserve below a fixed `max_in_flight` is overrun by urgent bursts about this often.
+const URGENT_RESERVE_OVERFLOW: f64 = 1e-3;
+
+/// The urgent reserve below a fixed in-flight `ceiling`: non-urgent requests stop
+/// this many below it, urgent ones may use all of it. Urgent arrivals that find non-urgent work at
+/// its cap pile up above it as a queue of load `rho` = `urgent_need` ÷ `ceiling` (their share of
+/// the ceiling's completions, by Little's law), whose length passes `r` with probability `rho^r`:
+/// the reserve is the `r` at which that is [`URGENT_RESERVE_OVERFLOW`], all but one slot once urgent
+/// demand alone fills the ceiling (`rho` ≥ 1; the non-urgent floor still admits its rate), and
+/// a sixteenth of the ceiling until urgent demand is known (`None`). Never more than
+/// `ceiling − 1`, so that non-urgent requests keep one slot of their own.
+fn urgent_reserve(ceiling: u64, urgent_need: Option<f64>) -> u64 {
+    let reserve = match urgent_need.filter(|n| n.is_finite()) {
+        None => ceiling / URGENT_RESERVE_UNKNOWN,
+        Some(need) => {
+            let rho = need / ceiling.max(1) as f64;
+            if rho >= 1.0 {
+                u64::MAX
+            } else if rho <= 0.0 {
+                1
+            } else {
+                // Both logarithms are negative; the quotient is finite and positive.
+                (URGENT_RESERVE_OVERFLOW.ln() / rho.ln()).ceil() as u64
+            }
+        }
+    };
+    reserve.max(1).min(ceiling.saturating_sub(1))
+}
+
 /// A learned `max_avg_latency` is this multiple of the base latency: a queue of half a base latency
 /// has formed, well clear of the noise of a trimmed mean.
 const SWITCH_LATENCY: f64 = 1.5;
@@ -334,6 +388,14 @@ const SWITCH_ON_TICKS: u32 = 2;
 /// tick), so that urgent bursts find room.
 fn peak_held(now: f64, before: f64) -> f64 {
     now.max(before * 0.9)
+}
+
+/// A tick's figure of urgent demand for the urgent reserve below a fixed ceiling: quick to grow,
+/// halved a tick. Held as [`peak_held`] holds it, the reserve of a flood (all but one slot, once
+/// urgent demand alone filled the ceiling) outlived it by half a second, and refused non-urgent
+/// requests with the service a tenth full (`flash-crowd`, after the flood).
+fn briefly_held(now: f64, before: f64) -> f64 {
+    now.max(before * 0.5)
 }
 
 /// How long the switch's conditions have held.
@@ -390,8 +452,18 @@ impl HotLimits {
         let r = Ordering::Release;
         let ceiling = g.max_in_flight.clamp(UNLEARNED_MAX_IN_FLIGHT);
         self.max_in_flight.store(ceiling, r);
-        self.shared_cap.store(ceiling, r);
-        self.non_urgent_cap.store(ceiling, r);
+        // A fixed ceiling keeps its urgent reserve from the start; a reload re-derives it from
+        // the urgent demand measured (see `Inner::apply_learned`).
+        let (non_urgent, before_token) = match g.max_in_flight {
+            Limit::Fixed(_) => {
+                let non_urgent = ceiling - urgent_reserve(ceiling, None);
+                (non_urgent, non_urgent)
+            }
+            Limit::Auto { .. } => (ceiling, u64::MAX),
+        };
+        self.shared_cap.store(non_urgent, r);
+        self.non_urgent_cap.store(non_urgent, r);
+        self.non_urgent_before_token.store(before_token, r);
         self.memory_soft_cap.store(u64::MAX, r);
         self.memory_hard_cap.store(u64::MAX, r);
         self.declared_room.store(u64::MAX, r);
@@ -512,6 +584,12 @@ struct Monitor {
     memory: MemoryFit,
     /// Urgent requests in flight on average (urgent rate × latency).
     urgent_need: f64,
+    /// `urgent_need` held for a tick or two only ([`briefly_held`]): what sizes the urgent
+    /// reserve below a fixed ceiling.
+    urgent_recent: f64,
+    /// Whether urgent demand has been measured: a tick has classified requests and known the
+    /// latency.
+    urgent_known: bool,
     /// Urgent requests in flight at the service's own latency (urgent rate × base latency, once
     /// settled): whether urgent demand alone fills the working level, queue or no queue.
     urgent_fill: f64,
@@ -769,6 +847,8 @@ impl<C: Clock> GateBuilder<C> {
                 thresholds: Thresholds::unlearned(&settings.config),
                 memory: MemoryFit::default(),
                 urgent_need: 0.0,
+                urgent_recent: 0.0,
+                urgent_known: false,
                 urgent_fill: 0.0,
                 ceiling_bounded: false,
             }),
@@ -1110,6 +1190,9 @@ enum Class<'r, 'a> {
     Unknown(&'r Request<'a>),
     /// A non-urgent request that holds a token of the non-urgent floor (`non_urgent_qps`).
     Floor,
+    /// A non-urgent request stopped at its cap before it drew a token of the whole gate (see
+    /// `HotLimits::non_urgent_before_token`): it may get in on the non-urgent floor only.
+    PastCap,
 }
 
 /// The outcome a permit reports when released.
@@ -1292,7 +1375,7 @@ impl<'g, C: Clock> Ticket<'g, C> {
         self.done = true;
         self.inner.waiters.fetch_sub(1, Ordering::AcqRel);
         self.inner.stripes.add_wait(self.reservation.wait);
-        let class = if self.urgent_bucket || !hot.learning.load(Ordering::Relaxed) {
+        let class = if self.urgent_bucket {
             Class::Known(self.urgency)
         } else {
             Class::Floor
@@ -1505,23 +1588,39 @@ impl<C: Clock> Inner<C> {
     }
 
     /// Above the shared level: urgent requests may use the rest of the in-flight ceiling (up to the
-    /// level where memory reaches its hard ceiling); non-urgent requests are refused, except between
-    /// the memory marks, where a share of them shrinking from all to none is admitted, and on the
-    /// non-urgent floor. Requests on the floor do not count against the urgent requests' ceiling:
-    /// the floor's slots lie beside the urgent headroom, not in it.
+    /// level where memory reaches its hard ceiling); non-urgent requests stop at their own cap (the
+    /// ceiling less the urgent reserve), except between the memory marks, where a share of them
+    /// shrinking from all to none is admitted, and on the non-urgent floor. With a learned figure,
+    /// requests on the floor do not count against the urgent requests' ceiling: the floor's slots
+    /// lie beside the urgent headroom, not in it. With fixed numbers only, the floor may take the
+    /// urgent reserve, never a slot above the ceiling or where the memory marks stop non-urgent
+    /// work.
     #[cold]
     fn enter_near_ceiling(
         &self,
         now: Option<Nanos>,
         class: Class<'_, '_>,
     ) -> Result<Slot, Rejection> {
+        let hot = &self.hot;
+        let learning = hot.learning.load(Ordering::Relaxed);
+        // Whether the request holds a token of the non-urgent floor already; whether it holds
+        // none of the whole gate either.
+        let (mut on_floor, mut past_cap) = (false, false);
         let urgency = match class {
             Class::Known(u) => u,
-            Class::Floor => {
+            Class::Floor if learning => {
                 if self.enter_floor() {
                     return Ok(Slot::Floor);
                 }
                 return Err(self.refuse(RejectReason::InFlightCeiling, None));
+            }
+            Class::Floor => {
+                on_floor = true;
+                Urgency::NonUrgent
+            }
+            Class::PastCap => {
+                past_cap = true;
+                Urgency::NonUrgent
             }
             Class::Unknown(request) => {
                 // Without a route table or lookup the urgency needs no clock (a refusal at the
@@ -1539,31 +1638,42 @@ impl<C: Clock> Inner<C> {
                 u
             }
         };
-        let hot = &self.hot;
         let ceiling = hot.max_in_flight.load(Ordering::Relaxed);
         let memory_hard = hot.memory_hard_cap.load(Ordering::Relaxed);
-        let cap = match urgency {
+        // The cap of the request's class, and for a non-urgent one the cap of the memory marks
+        // alone (where the non-urgent floor stops with fixed numbers).
+        let (cap, memory_cap) = match urgency {
             Urgency::Urgent => {
                 let credit = hot.floor_credit.load(Ordering::Relaxed);
-                ceiling
+                let cap = ceiling
                     .saturating_add(self.floor_in_flight.current().min(credit))
-                    .min(memory_hard)
+                    .min(memory_hard);
+                (cap, memory_hard)
             }
             Urgency::NonUrgent => {
                 let soft = hot.memory_soft_cap.load(Ordering::Relaxed);
                 let n = self.turnstile.current();
-                let nu_ceiling = hot.non_urgent_cap.load(Ordering::Relaxed);
-                if n >= soft && n < memory_hard && memory_hard > soft {
+                let memory_cap = if n >= soft && n < memory_hard && memory_hard > soft {
                     // Between the marks: admit the share (hard - n) / (hard - soft), spread evenly.
                     let share = (memory_hard - n) as f64 / (memory_hard - soft) as f64;
                     let k = hot.thinning.fetch_add(1, Ordering::Relaxed);
                     if !evenly(k, share) {
                         return Err(self.refuse(RejectReason::MemoryCeiling, None));
                     }
-                    nu_ceiling.min(memory_hard)
+                    memory_hard
                 } else {
-                    nu_ceiling.min(soft).min(memory_hard)
-                }
+                    soft.min(memory_hard)
+                };
+                // A non-urgent request on the floor of fixed numbers may take the urgent reserve;
+                // one without a token has no slot but the floor's.
+                let own = if on_floor {
+                    ceiling
+                } else if past_cap {
+                    0
+                } else {
+                    hot.non_urgent_cap.load(Ordering::Relaxed)
+                };
+                (own.min(memory_cap), memory_cap)
             }
         };
         if self.turnstile.try_enter(cap) {
@@ -1571,11 +1681,16 @@ impl<C: Clock> Inner<C> {
         }
         // The non-urgent floor: whatever urgent demand takes, non-urgent requests get
         // `non_urgent_qps` of the ceiling.
-        if urgency == Urgency::NonUrgent && hot.learning.load(Ordering::Relaxed) {
+        if urgency == Urgency::NonUrgent && learning {
             let now = now.unwrap_or_else(|| self.clock.now());
             if self.non_urgent.reserve(now, 0, &hot.bucket(false)).is_ok() && self.enter_floor() {
                 return Ok(Slot::Floor);
             }
+        } else if urgency == Urgency::NonUrgent
+            && !on_floor
+            && self.enter_fixed_floor(now, ceiling.min(memory_cap))
+        {
+            return Ok(Slot::Regular);
         }
         let n = self.turnstile.current();
         let memory_bound = match urgency {
@@ -1588,6 +1703,25 @@ impl<C: Clock> Inner<C> {
             RejectReason::InFlightCeiling
         };
         Err(self.refuse(reason, None))
+    }
+
+    /// The non-urgent floor with fixed numbers: a non-urgent request stopped by the urgent reserve
+    /// takes a token of the floor (`non_urgent_qps`) free now and a slot below `cap` (the ceiling,
+    /// and the memory marks' level), or neither: a token it cannot use goes back.
+    fn enter_fixed_floor(&self, now: Option<Nanos>, cap: u64) -> bool {
+        if self.turnstile.current() >= cap {
+            return false;
+        }
+        let now = now.unwrap_or_else(|| self.clock.now());
+        let params = self.hot.bucket(false);
+        let Ok(token) = self.non_urgent.reserve(now, 0, &params) else {
+            return false;
+        };
+        if self.turnstile.try_enter(cap) {
+            return true;
+        }
+        self.non_urgent.cancel(&token, now);
+        false
     }
 
     /// Takes a slot on the non-urgent floor if the floor's level allows. The floor's own count
@@ -1736,6 +1870,12 @@ impl<C: Clock> Inner<C> {
         now: Nanos,
     ) -> Result<D, Rejection> {
         let use_urgent = urgency == Urgency::Urgent || !status.split();
+        if use_urgent
+            && urgency == Urgency::NonUrgent
+            && self.turnstile.current() >= self.hot.non_urgent_before_token.load(Ordering::Relaxed)
+        {
+            return self.enter_past_cap(cost, now).map(D::admitted);
+        }
         let max_wait = self.hot.max_wait.load(Ordering::Relaxed);
         let params = self.hot.bucket(use_urgent);
         let first = if use_urgent {
@@ -1779,6 +1919,32 @@ impl<C: Clock> Inner<C> {
             .and_then(D::settle)
     }
 
+    /// A non-urgent request that finds the in-flight level at its cap below a fixed ceiling before
+    /// the split (see `HotLimits::non_urgent_before_token`): it draws no token of the whole gate
+    /// and is refused at its cap, unless it gets in on the non-urgent floor. Counted with its
+    /// class, as a drawn request is.
+    #[cold]
+    #[inline(never)]
+    fn enter_past_cap(&self, cost: u64, now: Nanos) -> Result<Permit<'_, C>, Rejection> {
+        let uncounted = Some(Urgency::NonUrgent);
+        if cost > 0 {
+            if let Err(rejection) = self.charge(cost) {
+                self.count_uncounted(uncounted);
+                return Err(rejection);
+            }
+        }
+        match self.enter_near_ceiling(Some(now), Class::PastCap) {
+            Ok(slot) => Ok(self.permit(Some(now), 0, cost, slot, uncounted)),
+            Err(rejection) => {
+                if cost > 0 {
+                    self.declared.fetch_sub(cost, Ordering::Relaxed);
+                }
+                self.count_uncounted(uncounted);
+                Err(rejection)
+            }
+        }
+    }
+
     /// Reserves a token of the bucket `urgent` names: the whole gate's (in the turnstile) or the
     /// non-urgent one.
     #[inline(always)]
@@ -1818,7 +1984,7 @@ impl<C: Clock> Inner<C> {
         token: &Reservation,
         uncounted: Option<Urgency>,
     ) -> Result<Permit<'_, C>, Rejection> {
-        let class = if use_urgent || !self.hot.learning.load(Ordering::Relaxed) {
+        let class = if use_urgent {
             Class::Known(urgency)
         } else {
             Class::Floor
@@ -2121,6 +2287,8 @@ impl<C: Clock> Inner<C> {
                 let urgent_rate = demand as f64 / secs * (urgent as f64 / classified as f64);
                 let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
                 m.urgent_need = peak_held(urgent_rate * latency, m.urgent_need);
+                m.urgent_recent = briefly_held(urgent_rate * latency, m.urgent_recent);
+                m.urgent_known |= latency > 0.0;
                 let own = m
                     .estimator
                     .base_latency()
@@ -2268,7 +2436,8 @@ impl<C: Clock> Inner<C> {
         // the headroom full about once in a thousand. The headroom shrinks to one request once
         // urgent demand alone fills the working level: urgent requests are then limited too, so
         // the service never drowns, but any urgent request still beats every non-urgent one to a
-        // freed slot (see `URGENT_HEADROOM_FULL`). There is none with a fixed `max_in_flight`.
+        // freed slot (see `URGENT_HEADROOM_FULL`). A fixed `max_in_flight` has none above it,
+        // but a reserve below it (see `urgent_reserve` and `non_urgent` below).
         let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
         // The non-urgent floor's own count in flight, at its rate (Little's law), and room for
         // its bursts: twice that, and two.
@@ -2299,6 +2468,14 @@ impl<C: Clock> Inner<C> {
             .max_in_flight
             .clamp(working.saturating_add(headroom))
             .max(working);
+        // Urgent room the ceiling in force leaves no other way: with a fixed ceiling its urgent
+        // reserve; with a learned one held at its `max` bound, the headroom the bound cut off.
+        // Non-urgent requests stop that much lower, so that under any ceiling the config sets a
+        // ceiling refuses non-urgent work before urgent work.
+        let reserve = match g.max_in_flight {
+            Limit::Fixed(_) => urgent_reserve(ceiling, m.urgent_known.then_some(m.urgent_recent)),
+            Limit::Auto { .. } => working.saturating_add(headroom).saturating_sub(ceiling),
+        };
         // A learned ceiling that fell below the requests in flight (the capacity was confirmed, a
         // probe began) leaves an excess of earlier admissions to drain. Refusing urgent requests
         // meanwhile would put them behind non-urgent work already admitted: they may take the
@@ -2352,7 +2529,14 @@ impl<C: Clock> Inner<C> {
         } else {
             working
         };
+        let non_urgent = non_urgent.saturating_sub(reserve).max(1);
         hot.non_urgent_cap.store(non_urgent, Ordering::Relaxed);
+        let before_token = match g.max_in_flight {
+            Limit::Fixed(_) => non_urgent,
+            Limit::Auto { .. } => u64::MAX,
+        };
+        hot.non_urgent_before_token
+            .store(before_token, Ordering::Relaxed);
         hot.shared_cap
             .store(non_urgent.min(soft), Ordering::Relaxed);
     }
