@@ -22,7 +22,8 @@
 //!    (with a learned ceiling, a few requests above the shared level) and the level where memory
 //!    reaches its hard ceiling. A non-urgent one is refused, except between the memory marks, where
 //!    a share shrinking from all to none is admitted, and on the non-urgent floor
-//!    (`non_urgent_qps`), which may take a few slots above a learned ceiling, and with fixed
+//!    (`non_urgent_qps`, at most 12 % of a learned capacity where `max_qps` is learned), which
+//!    may take a few slots above a learned ceiling (its rate times the base latency), and with fixed
 //!    numbers only the urgent reserve, never a slot past the ceiling or where the memory marks
 //!    stop non-urgent work: whatever urgent demand takes, non-urgent work gets that rate.
 //! 3. Switch off: nothing else happens.
@@ -406,6 +407,10 @@ struct SwitchPace {
     /// Ticks in a row on which the conditions for turning it on held.
     hot_ticks: u32,
 }
+
+/// The non-urgent floor is at most this share of a learned capacity: the seed's trickle (30 of
+/// 250 requests per second) in proportion.
+const FLOOR_SHARE: f64 = 0.12;
 
 /// While the service is saturated, a request waits for a token at most this share of the expected
 /// handler latency: a standing queue only makes every request old (CoDel's insight).
@@ -2422,6 +2427,19 @@ impl<C: Clock> Inner<C> {
         if g.max_qps.is_auto() {
             hot.set_whole_rate(m.thresholds.whole_rate, g.burst);
         }
+        // The non-urgent floor keeps non-urgent work alive, never a share of the service that
+        // could sink it: on a service whose capacity is below `non_urgent_qps` it would be an
+        // overload of its own.
+        // Measured figures count here even before they settle: they only ever lower the floor.
+        // Only where the gate learns its rate: a fixed `max_qps` keeps the configured trickle.
+        let floor_rate = match m.learned.capacity {
+            Some(c) if g.max_qps.is_auto() => g.non_urgent_qps.min(FLOOR_SHARE * c),
+            _ => g.non_urgent_qps,
+        };
+        if floor_rate < g.non_urgent_qps || hot.learning.load(Ordering::Relaxed) {
+            hot.non_urgent_bucket
+                .store(&BucketParams::with_burst(floor_rate, g.burst));
+        }
         // The working level: requests enter below it without being classified, and non-urgent
         // requests never above it.
         let working = learned
@@ -2438,10 +2456,16 @@ impl<C: Clock> Inner<C> {
         // the service never drowns, but any urgent request still beats every non-urgent one to a
         // freed slot (see `URGENT_HEADROOM_FULL`). A fixed `max_in_flight` has none above it,
         // but a reserve below it (see `urgent_reserve` and `non_urgent` below).
-        let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
-        // The non-urgent floor's own count in flight, at its rate (Little's law), and room for
-        // its bursts: twice that, and two.
-        let floor_in_flight = g.non_urgent_qps * latency;
+        // The non-urgent floor's own count in flight, at its rate (Little's law) and the service's
+        // own latency, and room for its bursts: twice that, and two. At the latency of now the
+        // room would grow with the very queue it lets in.
+        let latency = m
+            .learned
+            .base_latency
+            .map_or(m.estimator.latency().unwrap_or(0.0) / 1e9, |b| {
+                b.as_secs_f64()
+            });
+        let floor_in_flight = floor_rate * latency;
         let floor_room = (2.0 * floor_in_flight).ceil() + 2.0;
         // Urgent demand's count in flight, and the share of the working level it leaves.
         let need = m.urgent_need.min(working as f64);

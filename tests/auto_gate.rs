@@ -888,8 +888,9 @@ fn a_burst_on_the_non_urgent_floor_leaves_the_urgent_headroom_whole_while_urgent
         held.push(permit);
     }
     let on_floor = held.len() as u64 - limits.shared_in_flight;
+    // Its usual count in flight is its rate times the base latency: 30/s × 50 ms = 1.5.
     assert!(
-        on_floor > 2,
+        on_floor >= 2,
         "the floor took {on_floor}: no burst: {limits:?}\n{trace}"
     );
     assert!(on_floor <= limits.floor_slots, "{limits:?}");
