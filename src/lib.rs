@@ -156,7 +156,7 @@ mod sync;
 pub mod turnstile;
 
 pub use config::{Config, ConfigError};
-pub use gate::{Admission, Gate, GateBuilder, Permit, Ticket};
+pub use gate::{Admission, Gate, GateBuilder, OwnedPermit, Permit, Ticket};
 pub use rejection::{RejectReason, Rejection};
 pub use request::{Request, Urgency};
 pub use snapshot::Snapshot;

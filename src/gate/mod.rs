@@ -102,6 +102,9 @@ use crate::snapshot::{Limits, Snapshot};
 use crate::switch::{SwitchBits, SwitchCell, SwitchMode};
 use crate::turnstile::{Drawn, Turnstile};
 
+mod owned;
+pub use owned::OwnedPermit;
+
 /// Marks a permit whose call is not timed.
 const UNTIMED: Nanos = u64::MAX;
 
