@@ -2,6 +2,7 @@
 //! never become an overload of its own. On a service whose whole capacity is below the floor's
 //! configured rate, the learned gate holds the requests in flight near its learned ceiling once
 //! the excess admitted before it learned anything has drained.
+#![cfg(feature = "sim")]
 
 use sluicegate::sim::{run_gate, Scenario};
 use sluicegate::Config;

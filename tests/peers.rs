@@ -1,5 +1,6 @@
 //! The adaptive peers (`Gradient2`, `Bbr`) and the `sluicegate-auto` strategy, through the public
 //! API. Strategies are driven call by call in virtual time: nothing sleeps, every figure is exact.
+#![cfg(feature = "sim")]
 
 use sluicegate::clock::Nanos;
 use sluicegate::sim::{

@@ -1,5 +1,6 @@
 //! The simulator through its public API: the model, determinism, scenario errors, and every figure
 //! on small scenarios whose answers can be worked out by hand.
+#![cfg(feature = "sim")]
 
 use std::time::Duration;
 

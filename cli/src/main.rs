@@ -48,7 +48,7 @@ enum Command {
         /// heavy-tail.
         #[arg(long, default_value = "flash-crowd")]
         scenario: String,
-        /// The gate configuration the scenario's own [gate] and [sampler] settings are laid over
+        /// The gate configuration the scenario's own `[gate]` and `[sampler]` settings are laid over
         /// (default: the built-in defaults).
         #[arg(long)]
         config: Option<PathBuf>,

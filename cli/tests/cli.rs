@@ -16,7 +16,7 @@ fn sluicegate(args: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn check_config_prints_the_effective_config_of_the_shipped_file() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config/sluicegate.toml");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/sluicegate.toml");
     let (code, stdout, _) = sluicegate(&["check-config", path]);
     assert_eq!(code, 0);
     assert!(stdout.contains("valid"));
