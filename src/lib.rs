@@ -130,6 +130,7 @@
 //! gate's bucket in one word), [`sampler`] (latency summaries), [`capacity`] (the learned
 //! figures), [`probe`] (memory), [`switch`], [`gate`] (the guard), [`snapshot`] and [`counters`]
 //! (what it reports), [`rejection`] (why it refused), and `sim` (the simulator, feature `sim`).
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 

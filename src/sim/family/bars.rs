@@ -131,7 +131,8 @@ pub enum BarKind {
     QuietFlips,
     /// `FL`: at most 2 switch flips.
     Flips,
-    /// `RX`: reaction within one sampler tick, after a learnable warm-up.
+    /// `RX`: reaction within one sampler tick of the static limit's first refusal, after a
+    /// learnable warm-up.
     Reaction,
     /// `CS`: cold-start protection, without one.
     ColdStart,
@@ -171,12 +172,16 @@ impl BarKind {
         match self {
             BarKind::Goodput => "goodput ratio to concurrency-limit >= 0.9",
             BarKind::AboveUnprotected => "goodput >= unprotected's - 0.005",
-            BarKind::UrgentSuccess => "urgent success in the flood >= 99.9% (urgent <= 0.8 C)",
+            BarKind::UrgentSuccess => {
+                "urgent success in the flood >= 99.9% of urgent alone's (urgent <= 0.8 C)"
+            }
             BarKind::NonUrgentFloor => "non-urgent in the flood <= its floor (urgent > C)",
             BarKind::UrgentShare => "urgent success in the flood >= 0.95 C / demand (urgent > C)",
             BarKind::QuietFlips => "no switch turning on below 0.9 C",
             BarKind::Flips => "switch flips <= 2",
-            BarKind::Reaction => "reaction ms <= one sampler tick (warm starts)",
+            BarKind::Reaction => {
+                "reaction ms <= static limit's first refusal + one tick (warm starts)"
+            }
             BarKind::ColdStart => {
                 "cold start: answers in the first max(1 s, 10 S) >= 0.5 x static's"
             }
