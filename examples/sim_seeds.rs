@@ -29,7 +29,7 @@ const REFERENCE: &str = "concurrency-limit";
 /// than the cost of a standing queue, a trap.
 const FAR_BEHIND: f64 = 0.05;
 
-/// The steps run, and the goodput the issue asks of each (none at 5x).
+/// The steps run, and the goodput asked of each (none at 5x).
 const LOADS: [(f64, Option<f64>); 3] = [(2.0, Some(0.95)), (5.0, None), (10.0, Some(0.90))];
 
 struct Args {

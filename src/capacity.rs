@@ -356,7 +356,7 @@ pub const ROUNDS: usize = 31;
 /// mean's, this one's about 1.1 times, and the knee's error is most of the queue the ceiling
 /// keeps. (Over 30 seeds of the family, the median left 4 runs of 720 more than 0.05 of the
 /// capacity behind a static limit told the workers; this leaves 1. Trimming 30 % met fewer of
-/// the bars.)
+/// the grid's bars.)
 pub const ROUND_TRIM: f64 = 0.2;
 /// The variance of the trimmed mean of [`ROUND_TRIM`] as a multiple of the plain mean's, for
 /// round means that spread normally.

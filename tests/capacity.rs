@@ -442,7 +442,7 @@ fn a_gate_started_into_a_flood_learns_its_base_latency_within_a_few_seconds() {
 }
 
 #[test]
-#[ignore = "known limitation (issue 5 notes): at 1.1 and 1.5 times the capacity of 20 workers \
+#[ignore = "known limitation: at 1.1 and 1.5 times the capacity of 20 workers \
             the queue grows by 4 and 20 requests a tick, within the noise of a tick's count; \
             the start-up's rounds measure the queue as they go, and the gate settles on it: at \
             1.1x a base of 148 ms for a 50 ms service, the ceiling holding 75 in flight for 20 \

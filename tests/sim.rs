@@ -986,7 +986,7 @@ fn every_builtin_scenario_runs_at_full_length() {
     }
 }
 
-/// The p99 bar of issue 5 on the built-in scenarios: the auto gate answers within the SLO at the
+/// The p99 bar on the built-in scenarios: the auto gate answers within the SLO at the
 /// 99th percentile wherever the service allows it, that is wherever a static in-flight limit told
 /// the workers does (`slow-backend` and `heavy-tail` are services whose own p99 is past their SLO).
 /// `hover`, which starts at 1.1 times the capacity from the first request, missed it until the

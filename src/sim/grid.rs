@@ -31,7 +31,7 @@
 //!   the step, like the built-in `priority-flood` ([`priority_flood_scenario`]).
 //!
 //! # The bars
-//! [`check_backend`] checks `sluicegate-auto` ([`AUTO`]) against every bar of the issue that the
+//! [`check_backend`] checks `sluicegate-auto` ([`AUTO`]) against every bar of the grid that the
 //! reports at hand allow (a bar whose scenario was not run is not checked):
 //! * goodput ([`StrategyReport::goodput_ratio`], the step phase) ≥ 0.95 at 2× and ≥ 0.90 at 10×;
 //! * urgent success ≥ 99.9 % in the priority flood; in the light-urgent scenario the non-urgent
