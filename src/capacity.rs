@@ -199,7 +199,7 @@
 //!   stayed saturated and what it measured still holds a queue: a higher base from it is not
 //!   taken, and the next probe of a chain that finds lower bases goes twice as deep.
 //!
-//! A gate started cold into a flood that its unlearned ceiling (the configured one, or the seed's
+//! A gate started cold into a flood that its unlearned ceiling (the configured one, or the original design's
 //! 1,000) turns away probes two ticks later, its ceiling a share of the capacity times the latency
 //! of the requests admitted at the lowest levels (those that met the least queue, and had the
 //! longest to complete in; those of them still in service count with the time they have been in it;
@@ -684,7 +684,7 @@ pub struct Learned {
     pub confirmed: bool,
     /// Whether the figures rest on enough measurements to be used (a few latencies after the
     /// first, and a few rounds of them, or a probe). Until then the gate keeps the configured or
-    /// the seed's figures.
+    /// the original design's figures.
     pub settled: bool,
     /// The knee's relative standard error: of the base latency (the spread of the rounds behind
     /// it) and of the capacity (the Poisson noise of the completions behind it). The

@@ -79,7 +79,7 @@
 //!   bound), so a flood is stopped on the request that crosses it (no
 //!   waiting for a latency signal) while the service keeps a short queue and never idles. Until
 //!   the figures are settled (a few latencies after start, and steady rounds or a probe) the
-//!   configured or the seed's numbers stand. Held there, latency stays below the switch's
+//!   configured or the original design's numbers stand. Held there, latency stays below the switch's
 //!   threshold: the switch turns on only if latency still
 //!   climbs.
 //! * **Priority without waste.** Requests below the ceiling enter unclassified. Non-urgent ones stop
@@ -103,7 +103,7 @@
 //!   (101, 103, 103 ms). So adaptive is the default. Newest-first (LIFO) waiting is not offered: a
 //!   GCRA reservation fixes each waiter's time when it arrives, which is what makes waits exact;
 //!   short waits under saturation give what LIFO is for (young requests) without reordering.
-//! * **Fixed numbers still work as in the seed**, and a table of bounds keeps a learned figure
+//! * **Fixed numbers still work as in the original design**, and a table of bounds keeps a learned figure
 //!   within limits: `max_in_flight = { min = 50, max = 2000 }`. [`Snapshot::learned`] shows what
 //!   was learned and [`Snapshot::limits`] the limits in force.
 //!
@@ -114,11 +114,11 @@
 //!     [gate]
 //!     max_in_flight = { min = 50, max = 2000 }   # learned within bounds
 //!     max_running = "auto"
-//!     max_qps = 800                               # fixed, as in the seed
+//!     max_qps = 800                               # fixed, as in the original design
 //! "#)?;
 //! let gate = Gate::builder(config).clock(ManualClock::new()).without_memory_probe().build()?;
 //! let s = gate.snapshot();
-//! assert_eq!(s.learned.capacity, None); // nothing measured yet: the seed's figures stand
+//! assert_eq!(s.learned.capacity, None); // nothing measured yet: the original design's figures stand
 //! assert_eq!(s.limits.max_in_flight, 1000);
 //! assert_eq!(s.limits.max_qps, 800.0);
 //! # Ok::<(), sluicegate::ConfigError>(())

@@ -1,9 +1,9 @@
 //! Urgency from the user's own source, and the cache in front of it.
 //!
-//! Some services keep the list of urgent endpoints in a database (the seed's `DBCall`). Asking the
+//! Some services keep the list of urgent endpoints in a database (the original design's `DBCall`). Asking the
 //! database on every request would put a query on the request path, exactly when the service is
 //! drowning; so answers are cached, bounded in number of entries and in age (1000 entries and 5 minutes
-//! by default, as the seed). The cache is sharded: a request locks one shard out of many, never a lock
+//! by default, as in the original design). The cache is sharded: a request locks one shard out of many, never a lock
 //! every request shares. Time comes from the gate's clock, so expiry is exact under a manual clock.
 //!
 //! A lookup that fails counts as urgent: when in doubt, serve. Failures are cached only briefly (at

@@ -13,7 +13,7 @@ pub enum Urgency {
     NonUrgent,
 }
 
-/// What a request names: a URL path, or an `Interface.method` (the seed's two kinds of requests).
+/// What a request names: a URL path, or an `Interface.method` (the original design's two kinds of requests).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Target<'a> {
     /// A URL path such as `/pay/submit`.

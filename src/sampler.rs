@@ -10,7 +10,7 @@
 //! about twice per tick and counts the rest, so two clock reads are not paid on every request where
 //! they would tell nothing new. Below about `20 × window` completions a second every call is timed.
 //!
-//! The **trimmed mean** is the seed's: sort the last `window` latencies, cut `floor(n·trim)` samples at
+//! The **trimmed mean** is the original design's: sort the last `window` latencies, cut `floor(n·trim)` samples at
 //! each end, average the rest. It is valid once `min_samples` latencies exist.
 //!
 //! ```

@@ -14,7 +14,7 @@
 //! # Format
 //!
 //! TOML with three optional tables, `[gate]`, `[sampler]` and `[routes]`; every key is optional and
-//! falls back to its default (the seed's figures, see [`Config::default`] and the shipped
+//! falls back to its default (the original design's figures, see [`Config::default`] and the shipped
 //! `config/sluicegate.toml`, also available as [`Config::default_toml`]). Unknown tables and keys are
 //! errors, so a misspelt key can never silently leave a default in place. Durations are strings with
 //! a unit, parsed by `humantime` (`"2500ms"`, `"3s"`, `"5m"`, `"1h 30m"`); a bare number is refused
@@ -93,36 +93,36 @@ pub struct Config {
 pub struct GateConfig {
     /// Requests in flight above which the auto switch may turn on (together with `max_avg_latency`).
     /// Learned: the in-flight level at which latency starts to climb (capacity × base latency).
-    /// Seed: `sys_max_running_thread` (500). Default auto.
+    /// Original design: `sys_max_running_thread` (500). Default auto.
     pub max_running: Limit<u64>,
     /// Trimmed-mean latency above which the auto switch may turn on (together with `max_running`).
-    /// Learned: 1.5 × the service's base latency. Seed: `max_avg_handle_date` (3 s). Default auto.
+    /// Learned: 1.5 × the service's base latency. Original design: `max_avg_handle_date` (3 s). Default auto.
     pub max_avg_latency: Limit<Duration>,
     /// Rate of the whole gate while the switch is on, in requests per second: urgent requests may use
-    /// all of it. Learned: the completion rate the service sustains. Seed: `sys_max_qps` (250).
+    /// all of it. Learned: the completion rate the service sustains. Original design: `sys_max_qps` (250).
     /// Default auto.
     pub max_qps: Limit<f64>,
     /// The rate non-urgent requests are guaranteed while the switch is on, in tokens per second; they
     /// also get whatever urgent requests leave unused. At most `max_qps`.
-    /// Seed: `non_worry_token_speed`. Default 30.
+    /// Original design: `non_worry_token_speed`. Default 30.
     pub non_urgent_qps: f64,
     /// Longest a request may wait for a token; a request that could not be served within it is refused
-    /// at once. Zero means never wait. Seed: `request_timeout`. Default 2500 ms.
+    /// at once. Zero means never wait. Original design: `request_timeout`. Default 2500 ms.
     #[serde(with = "units::duration")]
     pub request_timeout: Duration,
     /// Most requests waiting for a token at once; one more is refused at once. Zero means nobody waits.
-    /// Seed: `max_await_thread_length`. Default 500.
+    /// Original design: `max_await_thread_length`. Default 500.
     pub max_waiters: u64,
     /// Hard ceiling on requests in flight: at or above it a request is refused at once, whatever the
     /// switch says. At least `max_running`. Learned: a little above `max_running`, so that the
-    /// service stays busy with a short queue. Seed: 1000. Default auto.
+    /// service stays busy with a short queue. Original design: 1000. Default auto.
     pub max_in_flight: Limit<u64>,
     /// Hard ceiling on memory used divided by the memory limit, in `(0, 1]`: at or above it a request
     /// is refused at once. Default 0.95.
     pub max_memory_ratio: f64,
     /// Soft memory mark, in `(0, 1]`: from here to `max_memory_ratio` the share of non-urgent
     /// requests admitted shrinks smoothly to zero. A mark at or above `max_memory_ratio` leaves no
-    /// graded band (the seed's behaviour). Default 0.8.
+    /// graded band (the original design's behaviour). Default 0.8.
     pub memory_soft_ratio: f64,
     /// The memory limit in bytes that `max_memory_ratio` refers to; `None` means the cgroup limit where
     /// there is one, else physical memory. In TOML an integer (bytes) or a string with a unit
@@ -156,7 +156,7 @@ pub enum Waiting {
     #[default]
     Adaptive,
     /// First come, first served, up to `request_timeout` less the expected latency, whatever the
-    /// load: the seed's waiting.
+    /// load: the original design's waiting.
     Fifo,
 }
 
@@ -190,7 +190,7 @@ pub struct RoutesConfig {
     /// Patterns of non-urgent requests, in the same form; a pattern may not also be urgent.
     /// Default empty.
     pub non_urgent: Vec<String>,
-    /// Urgency of a request that nothing else classifies. Default `urgent`, as in the seed.
+    /// Urgency of a request that nothing else classifies. Default `urgent`, as in the original design.
     pub default_urgency: Urgency,
     /// Most answers of the pluggable urgency lookup kept in its cache; at least 1. Default 1000.
     pub lookup_cache_entries: usize,

@@ -52,7 +52,7 @@
 //! the estimator's ceiling plus the urgent headroom. While the capacity is only a lower bound (not
 //! seen saturated, [`crate::capacity::Learned::confirmed`]) the switch threshold and the rate are
 //! twice the knee and the capacity, as the ceiling is. [`Snapshot::learned`] and [`Snapshot::limits`]
-//! show both. A config of fixed numbers only behaves as the seed's gate (the switch's rule, the
+//! show both. A config of fixed numbers only behaves as the original design's gate (the switch's rule, the
 //! buckets, waits up to `request_timeout`), with the urgent headroom, work-conserving tokens and
 //! adaptive waiting off; only the order in which its ceiling refuses differs: non-urgent work
 //! first (the urgent reserve, and the non-urgent floor into it).
@@ -60,7 +60,7 @@
 //! # When the switch turns on and off
 //! The sampler evaluates the switch once per `tick`, on the first request that finds the tick due.
 //! * **On** when in-flight > `max_running` **and** the trimmed-mean latency > `max_avg_latency` (the
-//!   seed's rule). Without a valid trimmed mean (fewer than `min_samples` latencies) it stays off; the
+//!   original design's rule). Without a valid trimmed mean (fewer than `min_samples` latencies) it stays off; the
 //!   hard ceilings still protect.
 //! * **Off** only when all three hold at a tick (with any learned figure: at every tick for a
 //!   second): in-flight < `max_running`; the trimmed mean < `max_avg_latency` (or not valid, or the
@@ -236,7 +236,7 @@ struct HotLimits {
     floor_credit: AtomicU64,
     /// Whether any switch or ceiling figure is learned: the self-tuning behaviours (urgent headroom,
     /// work-conserving tokens, deadline-aware waiting, a calm second before the switch turns off)
-    /// apply then; a config of fixed numbers behaves as the seed's gate, but for the urgent reserve
+    /// apply then; a config of fixed numbers behaves as the original design's gate, but for the urgent reserve
     /// below its ceiling (see [`urgent_reserve`]).
     learning: AtomicBool,
     /// The handler latency a request admitted now is expected to take (the trimmed mean), with
@@ -247,7 +247,7 @@ struct HotLimits {
     implicit_urgency: AtomicU8,
 }
 
-/// In-flight ceiling of a gate whose `max_in_flight` is auto, until it has learned one (the seed's).
+/// In-flight ceiling of a gate whose `max_in_flight` is auto, until it has learned one (the original design's).
 const UNLEARNED_MAX_IN_FLIGHT: u64 = 1000;
 /// Before a gate whose `max_in_flight` is auto has learned anything, a timed call that finds this
 /// many requests in flight, or twice as many as the last tick found, runs the tick at once (once
@@ -329,11 +329,11 @@ impl TickMarks {
         (at != u64::MAX).then_some(at)
     }
 }
-/// Rate of a gate whose `max_qps` is auto, until it has learned one (the seed's).
+/// Rate of a gate whose `max_qps` is auto, until it has learned one (the original design's).
 const UNLEARNED_MAX_QPS: f64 = 250.0;
-/// Switch threshold of a gate whose `max_running` is auto, until it has learned one (the seed's).
+/// Switch threshold of a gate whose `max_running` is auto, until it has learned one (the original design's).
 const UNLEARNED_MAX_RUNNING: u64 = 500;
-/// Latency threshold of a gate whose `max_avg_latency` is auto, until it has learned one (the seed's).
+/// Latency threshold of a gate whose `max_avg_latency` is auto, until it has learned one (the original design's).
 const UNLEARNED_MAX_AVG_LATENCY: Duration = Duration::from_secs(3);
 /// Urgent headroom above the working level, at least, while urgent demand leaves room in it.
 const URGENT_HEADROOM_MIN: u64 = 2;
@@ -411,7 +411,7 @@ struct SwitchPace {
     hot_ticks: u32,
 }
 
-/// The non-urgent floor is at most this share of a learned capacity: the seed's trickle (30 of
+/// The non-urgent floor is at most this share of a learned capacity: the original design's trickle (30 of
 /// 250 requests per second) in proportion.
 const FLOOR_SHARE: f64 = 0.12;
 
@@ -1019,7 +1019,7 @@ impl<C: Clock> Gate<C> {
         }
     }
 
-    /// The seed's `call(success, fail)`, async: runs `success` if the request is admitted, `fail` with
+    /// The original design's `call(success, fail)`, async: runs `success` if the request is admitted, `fail` with
     /// the [`Rejection`] otherwise. The request is released exactly once: when `success`'s future
     /// completes (a success), panics (a failure; the panic goes on to the caller) or is dropped (counted
     /// as cancelled). To count some results as failures, use [`Gate::acquire`] and [`Permit::failure`].
@@ -1041,7 +1041,7 @@ impl<C: Clock> Gate<C> {
         }
     }
 
-    /// The seed's `call(success, fail)` for plain threads. A panic in `success` is released as a
+    /// The original design's `call(success, fail)` for plain threads. A panic in `success` is released as a
     /// failure and goes on to the caller.
     pub fn call_blocking<T>(
         &self,
@@ -2046,7 +2046,7 @@ impl<C: Clock> Inner<C> {
                 Err(retry_after) => (RejectReason::RateLimited, retry_after),
             };
             // The urgent bucket cannot serve this request in time (its token is too far away, or
-            // too many are already waiting for one): the seed's signal to give non-urgent requests
+            // too many are already waiting for one): the original design's signal to give non-urgent requests
             // a bucket of their own.
             if use_urgent && !split {
                 if self.switch.split() {
@@ -2389,7 +2389,7 @@ impl<C: Clock> Inner<C> {
         let mut learned = m.learned;
         if !learned.settled {
             // Figures from the first moments describe the start, not the service (see
-            // `capacity::STARTUP_LATENCIES`): the configured or the seed's figures stand.
+            // `capacity::STARTUP_LATENCIES`): the configured or the original design's figures stand.
             learned.capacity = None;
             learned.knee = None;
             learned.base_latency = None;

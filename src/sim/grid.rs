@@ -105,7 +105,7 @@ pub const BASE_LOAD: f64 = 0.6;
 pub const URGENT_SHARE: f64 = 0.3;
 /// The fewest workers a backend of the family has (see the module documentation).
 pub const MIN_WORKERS: u32 = 10;
-/// The seed every family scenario carries.
+/// The random seed every grid scenario carries.
 pub const SEED: u64 = 1;
 
 /// Goodput bar at 2×.
