@@ -1,0 +1,159 @@
+//! [`GateBuilder`]: a gate with the clock, memory probe and urgency lookup of your choice.
+
+use super::*;
+
+/// How the memory probe is driven.
+pub(super) enum ProbeChoice {
+    /// The system probe, refreshed by a background thread.
+    System,
+    /// The given probe, refreshed by a background thread.
+    Background(Arc<dyn MemoryProbe>),
+    /// The given probe, refreshed only when [`Gate::refresh_memory`] is called (simulators, tests).
+    Manual(Arc<dyn MemoryProbe>),
+    /// No probe: memory is unknown and the memory ceiling stays open.
+    Disabled,
+}
+
+/// Builds a [`Gate`] with a clock, memory probe or urgency lookup of your choice.
+///
+/// ```
+/// use sluicegate::{clock::ManualClock, Config, Gate};
+///
+/// let clock = ManualClock::new();
+/// let gate = Gate::builder(Config::default())
+///     .clock(clock.clone())
+///     .without_memory_probe()
+///     .build()?;
+/// assert_eq!(gate.snapshot().in_flight, 0);
+/// # Ok::<(), sluicegate::ConfigError>(())
+/// ```
+pub struct GateBuilder<C: Clock = MonotonicClock> {
+    pub(super) config: Config,
+    pub(super) clock: C,
+    pub(super) probe: ProbeChoice,
+    pub(super) lookup: Option<Arc<dyn UrgencyLookup>>,
+}
+
+impl<C: Clock> GateBuilder<C> {
+    /// Uses `clock` instead of the current one.
+    pub fn clock<C2: Clock>(self, clock: C2) -> GateBuilder<C2> {
+        GateBuilder {
+            config: self.config,
+            clock,
+            probe: self.probe,
+            lookup: self.lookup,
+        }
+    }
+
+    /// Reads memory with `probe`, refreshed every `probe_interval` by a background thread.
+    pub fn memory_probe(mut self, probe: impl MemoryProbe) -> Self {
+        self.probe = ProbeChoice::Background(Arc::new(probe));
+        self
+    }
+
+    /// Reads memory with `probe`, but only when [`Gate::refresh_memory`] is called: for simulators
+    /// and tests that drive time themselves.
+    pub fn manual_memory_probe(mut self, probe: impl MemoryProbe) -> Self {
+        self.probe = ProbeChoice::Manual(Arc::new(probe));
+        self
+    }
+
+    /// No memory probe: the memory ceiling stays open.
+    pub fn without_memory_probe(mut self) -> Self {
+        self.probe = ProbeChoice::Disabled;
+        self
+    }
+
+    /// Asks `lookup` (through a bounded, expiring cache) for the urgency of requests that carry none
+    /// and match no route.
+    pub fn urgency_lookup(mut self, lookup: impl UrgencyLookup) -> Self {
+        self.lookup = Some(Arc::new(lookup));
+        self
+    }
+
+    /// Validates the config and builds the gate. A probe thread that cannot be started is reported
+    /// with a warning and leaves memory unknown (the memory ceiling open), as a failing probe does.
+    pub fn build(self) -> Result<Gate<C>, ConfigError> {
+        self.config.validate()?;
+        let now = self.clock.now();
+        let settings = Settings::new(self.config, None, self.lookup.is_some());
+        let memory = Arc::new(MemoryGauge::new());
+        let interval = settings.config.sampler.probe_interval;
+        let mut system_probe = None;
+        let (probe, background): (Option<Arc<dyn MemoryProbe>>, bool) = match self.probe {
+            ProbeChoice::System => {
+                let p = Arc::new(SystemMemoryProbe::new(settings.config.gate.memory_limit));
+                system_probe = Some(Arc::clone(&p));
+                (Some(p), true)
+            }
+            ProbeChoice::Background(p) => (Some(p), true),
+            ProbeChoice::Manual(p) => (Some(p), false),
+            ProbeChoice::Disabled => (None, false),
+        };
+        let probe_thread = match (&probe, background) {
+            (Some(p), true) => {
+                match ProbeThread::spawn(Arc::clone(&memory), Arc::clone(p), interval) {
+                    Ok(t) => Some(t),
+                    Err(error) => {
+                        tracing::warn!(%error, "memory probe thread could not start; memory ceiling open");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        let gate = &settings.config.gate;
+        let inner = Inner {
+            clock: self.clock,
+            turnstile: CachePadded::new(Turnstile::new()),
+            floor_in_flight: CachePadded::new(InFlight::new()),
+            declared: CachePadded::new(AtomicU64::new(0)),
+            waiters: CachePadded::new(AtomicU64::new(0)),
+            switch: CachePadded::new(SwitchCell::new(gate.switch)),
+            hot: CachePadded::new(HotLimits::default()),
+            ticks: CachePadded::new(TickMarks::new(
+                now.saturating_add(settings.tick),
+                &settings.config,
+            )),
+            non_urgent: CachePadded::new(Bucket::new()),
+            stripes: Stripes::new(),
+            monitor: Mutex::new(Monitor {
+                last_tick: now,
+                last_totals: Counters::default(),
+                ring_seen: 0,
+                scratch: Vec::with_capacity(settings.ring.capacity()),
+                tick_latencies: Vec::with_capacity(settings.ring.capacity()),
+                tick_levels: Vec::with_capacity(settings.ring.capacity()),
+                percentiles: Percentiles::new(now),
+                figures: Figures::default(),
+                pace: SwitchPace::default(),
+                urgent_drain: 0,
+                estimator: Estimator::new(),
+                learned: Learned::default(),
+                thresholds: Thresholds::unlearned(&settings.config),
+                memory: MemoryFit::default(),
+                urgent_need: 0.0,
+                urgent_recent: 0.0,
+                urgent_known: false,
+                urgent_fill: 0.0,
+                ceiling_bounded: false,
+            }),
+            settings: ArcSwap::from_pointee(settings),
+            memory,
+            probe,
+            system_probe,
+            probe_thread: Mutex::new(probe_thread),
+            lookup: self.lookup,
+        };
+        inner
+            .hot
+            .store(&inner.settings.load(), inner.lookup.is_some());
+        inner.configure_turnstile(now);
+        if inner.switch.load().on {
+            inner.drain_buckets(now);
+        }
+        Ok(Gate {
+            inner: Arc::new(inner),
+        })
+    }
+}

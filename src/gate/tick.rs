@@ -1,0 +1,572 @@
+//! The sampler's tick: what it measures, what it learns, and the limits and switch it sets.
+//!
+//! A tick runs on the first request that finds it due (or earlier, see `TickMarks`), under the
+//! monitor's lock, which only the request running the tick takes; nothing here is on the path of
+//! any other request.
+
+use super::*;
+
+impl<C: Clock> Inner<C> {
+    pub(super) fn drain_buckets(&self, now: Nanos) {
+        self.turnstile.drain(now, &self.hot.bucket(true));
+        self.non_urgent.drain(now, &self.hot.bucket(false));
+    }
+
+    #[inline]
+    pub(super) fn maybe_tick(&self, now: Nanos) {
+        if now >= self.ticks.next.load(Ordering::Relaxed) {
+            self.tick(now);
+        }
+    }
+
+    #[cold]
+    pub(super) fn tick(&self, now: Nanos) {
+        // One request runs the tick; the others go straight on.
+        if let Some(mut monitor) = self.monitor.try_lock() {
+            if now >= self.ticks.next.load(Ordering::Acquire) {
+                self.evaluate(&mut monitor, now);
+            }
+        }
+    }
+
+    /// The tick before it falls due (see [`EARLY_TICK_FIRST`]). Out of line: only the first
+    /// calls of a gate that has learned nothing take it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn tick_early(&self, now: Nanos) {
+        let pull = self.ticks.early_pull.load(Ordering::Relaxed);
+        if pull > 0 {
+            self.ticks.bring_forward(now.saturating_add(pull));
+            self.ticks.reached_at.fetch_min(now, Ordering::Relaxed);
+            self.ticks.early_level.store(u64::MAX, Ordering::Relaxed);
+            return;
+        }
+        if let Some(mut monitor) = self.monitor.try_lock() {
+            // Not before the service has completed as many requests as it holds: until then
+            // the latencies seen are the quickest of those sent at the start (on many workers in
+            // parallel), and every figure taken from them is too low.
+            let in_flight = self.turnstile.current();
+            if self.totals().released() >= in_flight {
+                self.evaluate(&mut monitor, now);
+            } else {
+                self.ticks
+                    .early_level
+                    .store(in_flight.saturating_mul(2), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Where the next tick runs early: at twice `in_flight`, while an auto ceiling has learned
+    /// nothing; once its figures are learned but saturation is unconfirmed, a call at the learned
+    /// ceiling brings the next tick forward by [`flood_tick_span`], and while the flood that
+    /// reached it lasts unconfirmed (requests `turned_away` on every tick), every tick after it
+    /// comes that soon.
+    pub(super) fn mark_early_tick(
+        &self,
+        auto_ceiling: bool,
+        learned: &Learned,
+        in_flight: u64,
+        turned_away: bool,
+        now: Nanos,
+        tick: Nanos,
+    ) {
+        let (early, pull) = if !auto_ceiling {
+            (u64::MAX, 0)
+        } else if !learned.settled && learned.probes == 0 {
+            (in_flight.saturating_mul(2).max(EARLY_TICK_FIRST), 0)
+        } else if learned.confirmed || learned.probing {
+            (u64::MAX, 0)
+        } else {
+            learned
+                .ceiling
+                .zip(flood_tick_span(learned, tick))
+                .unwrap_or((u64::MAX, 0))
+        };
+        if pull == 0 || !turned_away {
+            self.ticks.reached_at.store(u64::MAX, Ordering::Relaxed);
+        } else if self.ticks.reached().is_some() {
+            self.ticks.bring_forward(now.saturating_add(pull));
+        }
+        self.ticks.early_pull.store(pull, Ordering::Relaxed);
+        self.ticks.early_level.store(early, Ordering::Relaxed);
+    }
+
+    /// The sampler's tick: summarise what was recorded and evaluate the switch.
+    pub(super) fn evaluate(&self, m: &mut Monitor, now: Nanos) {
+        let settings = self.settings.load();
+        let config = &settings.config;
+        self.ticks
+            .next
+            .store(now.saturating_add(settings.tick), Ordering::Release);
+
+        // Latency: feed new samples to the percentiles, then the trimmed mean of the last `window`.
+        let head = settings.ring.recorded();
+        m.scratch.clear();
+        m.tick_levels.clear();
+        settings
+            .ring
+            .copy_range_with_levels(m.ring_seen, head, &mut m.scratch, &mut m.tick_levels);
+        m.ring_seen = head;
+        m.percentiles.rotate_if_due(now);
+        let mut latency_sum = 0u64;
+        for &v in &m.scratch {
+            m.percentiles.record(v);
+            latency_sum = latency_sum.saturating_add(v);
+        }
+        let latency_count = m.scratch.len() as u64;
+        std::mem::swap(&mut m.scratch, &mut m.tick_latencies);
+        m.scratch.clear();
+        let window = config.sampler.window as u64;
+        settings
+            .ring
+            .copy_range(head.saturating_sub(window), head, &mut m.scratch);
+        let samples = m.scratch.len();
+        let tmean = if samples >= config.sampler.min_samples {
+            trimmed_mean(&mut m.scratch, config.sampler.trim)
+        } else {
+            None
+        };
+
+        // Rates over the time since the last tick. A clock that went backwards leaves them as they were.
+        let totals = self.totals();
+        let mut figures = Figures {
+            trimmed_mean: tmean,
+            samples,
+            ..m.figures
+        };
+        let elapsed = now.saturating_sub(m.last_tick);
+        let last = m.last_totals;
+        let turned_away = totals.refused() > last.refused();
+        if elapsed > 0 {
+            let secs = elapsed as f64 / 1e9;
+            let completed = totals.released().saturating_sub(last.released());
+            figures.nothing_completed = completed == 0;
+            figures.completion_rate = completed as f64 / secs;
+            // Demand: everything that got past the hard ceilings, admitted or refused by a bucket.
+            let asked = |c: &Counters| c.admitted + c.refused_rate + c.refused_waiters;
+            figures.demand_rate = asked(&totals).saturating_sub(asked(&last)) as f64 / secs;
+            let waited = totals.waited.saturating_sub(last.waited);
+            figures.mean_wait =
+                (waited > 0).then(|| totals.wait_nanos.saturating_sub(last.wait_nanos) / waited);
+            // Time enough calls to refill the window about twice per tick.
+            let per_tick = completed as f64 * (settings.tick as f64 / elapsed as f64);
+            let ratio = per_tick / (2.0 * window.max(1) as f64);
+            let whole = if ratio.is_finite() { ratio as u64 } else { 0 };
+            let mask = match whole {
+                0 => 0,
+                r => (1u64 << (63 - r.leading_zeros())) - 1,
+            };
+            self.hot.sample_mask.store(mask, Ordering::Relaxed);
+            let in_flight = self.turnstile.current();
+            // Refusals at a ceiling the config holds below the learned one say nothing about the
+            // service's room.
+            let ceiling_refusals = if m.ceiling_bounded {
+                0
+            } else {
+                totals
+                    .refused_in_flight
+                    .saturating_sub(last.refused_in_flight)
+            };
+            let ceiling_refused = ceiling_refusals > 0;
+            let memory_refusals = totals.refused_memory.saturating_sub(last.refused_memory);
+            let learned = m.estimator.observe_with_levels(
+                &TickSample {
+                    now,
+                    elapsed,
+                    completed,
+                    latency_sum,
+                    latency_count,
+                    in_flight,
+                    ceiling_refused,
+                    ceiling_refusals,
+                    memory_refusals,
+                    turned_away,
+                    ceiling_reached_at: self.ticks.reached(),
+                },
+                &m.tick_latencies,
+                &m.tick_levels,
+            );
+            m.learned = learned;
+            let demand = asked(&totals).saturating_sub(asked(&last))
+                + totals
+                    .refused_in_flight
+                    .saturating_sub(last.refused_in_flight)
+                + totals.refused_memory.saturating_sub(last.refused_memory);
+            let urgent = totals
+                .classified_urgent
+                .saturating_sub(last.classified_urgent);
+            let classified = urgent
+                + totals
+                    .classified_non_urgent
+                    .saturating_sub(last.classified_non_urgent);
+            if classified > 0 {
+                let urgent_rate = demand as f64 / secs * (urgent as f64 / classified as f64);
+                let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
+                m.urgent_need = peak_held(urgent_rate * latency, m.urgent_need);
+                m.urgent_recent = briefly_held(urgent_rate * latency, m.urgent_recent);
+                m.urgent_known |= latency > 0.0;
+                let own = m
+                    .estimator
+                    .base_latency()
+                    .filter(|_| learned.settled)
+                    .map_or(latency, |b| b / 1e9);
+                m.urgent_fill = peak_held(urgent_rate * own, m.urgent_fill);
+            }
+            m.last_tick = now;
+            m.last_totals = totals;
+            self.fit_memory(m, in_flight, &settings);
+        }
+        m.figures = figures;
+        let auto_ceiling = config.gate.max_in_flight.is_auto();
+        self.mark_early_tick(
+            auto_ceiling,
+            &m.learned,
+            self.turnstile.current(),
+            turned_away,
+            now,
+            settings.tick,
+        );
+        self.apply_learned(&settings, m);
+
+        let learning = self.hot.learning.load(Ordering::Relaxed);
+        self.evaluate_switch(&figures, m.thresholds, &mut m.pace, learning, now);
+        self.update_max_wait(m, &settings);
+        self.configure_turnstile(now);
+    }
+
+    /// Puts the turnstile in the mode the whole gate's rate and the longest wait now allow, and
+    /// re-anchors it at `now` (see [`Turnstile::configure`]): on every tick, since the request
+    /// path only ever leaves the fast mode.
+    pub(super) fn configure_turnstile(&self, now: Nanos) {
+        let max_wait = self.hot.max_wait.load(Ordering::Relaxed);
+        self.turnstile
+            .configure(now, &self.hot.bucket(true), max_wait);
+    }
+
+    /// Pairs a new memory reading with the in-flight level and turns the memory marks into in-flight
+    /// levels.
+    pub(super) fn fit_memory(&self, m: &mut Monitor, in_flight: u64, settings: &Settings) {
+        let hot = &self.hot;
+        let Some(ratio) = self.memory.ratio() else {
+            hot.memory_soft_cap.store(u64::MAX, Ordering::Relaxed);
+            hot.memory_hard_cap.store(u64::MAX, Ordering::Relaxed);
+            hot.declared_room.store(u64::MAX, Ordering::Relaxed);
+            return;
+        };
+        let g = &settings.config.gate;
+        if m.memory.last_bits != Some(ratio.to_bits()) {
+            m.memory.last_bits = Some(ratio.to_bits());
+            m.memory.at_reading = in_flight;
+            m.memory.add(in_flight as f64, ratio);
+            // The declared costs in flight are part of the reading; the rest of it (the process
+            // itself, requests that declared nothing) is taken to stay until the next one.
+            // (`max` turns NaN into 0, and `as` saturates: no special case needed.)
+            let room = self.memory.limit_bytes().map_or(u64::MAX, |limit| {
+                let limit = limit as f64;
+                let declared = self.declared.load(Ordering::Relaxed) as f64;
+                let other = (ratio * limit - declared).max(0.0);
+                (g.max_memory_ratio * limit - other).max(0.0) as u64
+            });
+            hot.declared_room.store(room, Ordering::Relaxed);
+        }
+        let in_flight = m.memory.at_reading;
+        // One standard deviation of what the fit does not explain is kept free: requests differ
+        // in size, and the next reading may come after a run of large ones.
+        let spread = m.memory.spread();
+        let level = |mark: f64| match m.memory.per_request(in_flight, ratio) {
+            Some(per) => {
+                let room = (mark - spread - ratio) / per;
+                let n = in_flight as f64 + room;
+                if n.is_finite() {
+                    n.max(0.0) as u64
+                } else {
+                    u64::MAX
+                }
+            }
+            None => u64::MAX,
+        };
+        hot.memory_soft_cap
+            .store(level(g.memory_soft_ratio), Ordering::Relaxed);
+        hot.memory_hard_cap
+            .store(level(g.max_memory_ratio), Ordering::Relaxed);
+    }
+
+    /// Turns the learned figures into the limits in force (fixed values win; bounds apply).
+    pub(super) fn apply_learned(&self, settings: &Settings, m: &mut Monitor) {
+        let g = &settings.config.gate;
+        let mut learned = m.learned;
+        if !learned.settled {
+            // Figures from the first moments describe the start, not the service (see
+            // `capacity::STARTUP_LATENCIES`): the configured or the original design's figures stand.
+            learned.capacity = None;
+            learned.knee = None;
+            learned.base_latency = None;
+        }
+        let hot = &self.hot;
+        let unlearned = Thresholds::unlearned(&settings.config);
+        let base = learned.base_latency.map(duration_to_nanos);
+        // A capacity measured below saturation is a lower bound: the switch threshold and the rate
+        // then leave the same room above it as the ceiling does.
+        let room = if learned.confirmed {
+            1.0 + HEADROOM
+        } else {
+            1.0 + UNCONFIRMED_HEADROOM
+        };
+        m.thresholds = Thresholds {
+            max_running: learned.knee.map_or(unlearned.max_running, |k| {
+                let k = if learned.confirmed {
+                    k
+                } else {
+                    (k as f64 * room).ceil() as u64
+                };
+                g.max_running.clamp(k)
+            }),
+            max_avg_latency: base.map_or(unlearned.max_avg_latency, |b| {
+                let learned = Duration::from_nanos((b as f64 * SWITCH_LATENCY) as u64);
+                duration_to_nanos(g.max_avg_latency.clamp(learned))
+            }),
+            max_qps: learned
+                .capacity
+                .map_or(unlearned.max_qps, |c| g.max_qps.clamp(c)),
+            // The in-flight ceiling is what holds the service at its knee; a learned rate sits
+            // above the learned capacity so that the service stays saturated and the capacity
+            // measured while the switch is on is the service's, not the bucket's.
+            whole_rate: learned
+                .capacity
+                .map_or(unlearned.whole_rate, |c| g.max_qps.clamp(c * room)),
+        };
+        if g.max_qps.is_auto() {
+            hot.set_whole_rate(m.thresholds.whole_rate, g.burst);
+        }
+        // The non-urgent floor keeps non-urgent work alive, never a share of the service that
+        // could sink it: on a service whose capacity is below `non_urgent_qps` it would be an
+        // overload of its own.
+        // Measured figures count here even before they settle: they only ever lower the floor.
+        // Only where the gate learns its rate: a fixed `max_qps` keeps the configured trickle.
+        let floor_rate = match m.learned.capacity {
+            Some(c) if g.max_qps.is_auto() => g.non_urgent_qps.min(FLOOR_SHARE * c),
+            _ => g.non_urgent_qps,
+        };
+        if floor_rate < g.non_urgent_qps || hot.learning.load(Ordering::Relaxed) {
+            hot.non_urgent_bucket
+                .store(&BucketParams::with_burst(floor_rate, g.burst));
+        }
+        // The working level: requests enter below it without being classified, and non-urgent
+        // requests never above it.
+        let working = learned
+            .ceiling
+            .map_or(g.max_in_flight.clamp(UNLEARNED_MAX_IN_FLIGHT), |c| {
+                g.max_in_flight.clamp(c)
+            })
+            .max(1);
+        // Urgent headroom above it. Non-urgent requests are held at the working level, so urgent
+        // requests in flight are part of it; above it they need room only for their own bursts:
+        // three standard deviations of a Poisson count of them, so that an urgent request finds
+        // the headroom full about once in a thousand. The headroom shrinks to one request once
+        // urgent demand alone fills the working level: urgent requests are then limited too, so
+        // the service never drowns, but any urgent request still beats every non-urgent one to a
+        // freed slot (see `URGENT_HEADROOM_FULL`). A fixed `max_in_flight` has none above it,
+        // but a reserve below it (see `urgent_reserve` and `non_urgent` below).
+        // The non-urgent floor's own count in flight, at its rate (Little's law) and the service's
+        // own latency, and room for its bursts: twice that, and two. At the latency of now the
+        // room would grow with the very queue it lets in.
+        let latency = m
+            .learned
+            .base_latency
+            .map_or(m.estimator.latency().unwrap_or(0.0) / 1e9, |b| {
+                b.as_secs_f64()
+            });
+        let floor_in_flight = floor_rate * latency;
+        let floor_room = (2.0 * floor_in_flight).ceil() + 2.0;
+        // Urgent demand's count in flight, and the share of the working level it leaves.
+        let need = m.urgent_need.min(working as f64);
+        let left = 1.0 - need / working as f64;
+        let urgent_full =
+            g.max_in_flight.is_auto() && m.urgent_fill >= working as f64 && !learned.probing;
+        let (headroom, floor_credit) = if g.max_in_flight.is_auto() {
+            let spread = 3.0 * need.sqrt() * left;
+            let credit = (floor_room * left).ceil();
+            // Not under a probe, whose working level is below the knee on purpose: there the
+            // second request is no queue, and holding it back cost cold starts of 10 workers
+            // 0.011 to 0.024 of their capacity (`sim_cold_start`, seeds 1 to 8).
+            let headroom = if urgent_full {
+                URGENT_HEADROOM_FULL
+            } else {
+                spread.max(0.0) as u64 + URGENT_HEADROOM_MIN
+            };
+            (headroom, credit.clamp(0.0, u32::MAX as f64) as u64)
+        } else {
+            (0, 0)
+        };
+        hot.floor_credit.store(floor_credit, Ordering::Relaxed);
+        let ceiling = g
+            .max_in_flight
+            .clamp(working.saturating_add(headroom))
+            .max(working);
+        // Urgent room the ceiling in force leaves no other way: with a fixed ceiling its urgent
+        // reserve; with a learned one held at its `max` bound, the headroom the bound cut off.
+        // Non-urgent requests stop that much lower, so that under any ceiling the config sets a
+        // ceiling refuses non-urgent work before urgent work.
+        let reserve = match g.max_in_flight {
+            Limit::Fixed(_) => urgent_reserve(ceiling, m.urgent_known.then_some(m.urgent_recent)),
+            Limit::Auto { .. } => working.saturating_add(headroom).saturating_sub(ceiling),
+        };
+        // A learned ceiling that fell below the requests in flight (the capacity was confirmed, a
+        // probe began) leaves an excess of earlier admissions to drain. Refusing urgent requests
+        // meanwhile would put them behind non-urgent work already admitted: they may take the
+        // slots the excess frees, at a level that follows it down tick by tick and never rises
+        // again. Non-urgent requests stay at the working level, so the excess drains as fast as
+        // the service completes more than urgent demand and the non-urgent floor bring. (Halved
+        // towards the ceiling each tick instead, the level fell faster than a slow service
+        // drained: 100 workers at 500 ms, 1.5 times their capacity, refused urgent requests for
+        // half a second, and answered fewer of them than no protection at all.) None is kept once
+        // urgent demand alone fills the working level: urgent requests are then an overload of
+        // their own, limited at the ceiling anyway, and an excess kept for them is a queue every
+        // request waits in.
+        let in_flight = self.turnstile.current();
+        // Whether urgent demand alone fills the working level: at the service's own latency, not
+        // at the latency of now, which holds the very excess being drained (judged at it, urgent
+        // demand at half the capacity "filled" a lowered ceiling, and every urgent request was
+        // refused while the excess drained: 100 workers at 500 ms, 1.5x, three ticks).
+        let fills = m.urgent_fill >= working as f64;
+        let ceiling = if g.max_in_flight.is_auto() && in_flight > ceiling {
+            let level = if fills {
+                ceiling
+            } else if m.urgent_drain > ceiling {
+                m.urgent_drain.min(in_flight)
+            } else {
+                in_flight
+            };
+            let level = g.max_in_flight.clamp(level).max(ceiling);
+            m.urgent_drain = level;
+            level
+        } else {
+            m.urgent_drain = 0;
+            ceiling
+        };
+        hot.max_in_flight.store(ceiling, Ordering::Relaxed);
+        m.ceiling_bounded = learned.ceiling.is_some_and(|c| working < c);
+        // Only above a learned ceiling, and never past its bound: a number the user set holds.
+        let floor_slots = match g.max_in_flight {
+            Limit::Auto { max, .. } => {
+                let room = max.map_or(u64::MAX, |m| m.saturating_sub(ceiling));
+                (floor_room.min(u32::MAX as f64) as u64).min(room)
+            }
+            Limit::Fixed(_) => 0,
+        };
+        hot.floor_slots.store(floor_slots, Ordering::Relaxed);
+        let soft = hot.memory_soft_cap.load(Ordering::Relaxed);
+        // Once urgent demand alone fills the working level, non-urgent requests stop a request
+        // below it, so that urgent ones keep two requests of lead (as with the two of headroom
+        // they had) with one less in the service's queue.
+        let non_urgent = if urgent_full {
+            working.saturating_sub(1).max(1)
+        } else {
+            working
+        };
+        let non_urgent = non_urgent.saturating_sub(reserve).max(1);
+        hot.non_urgent_cap.store(non_urgent, Ordering::Relaxed);
+        let before_token = match g.max_in_flight {
+            Limit::Fixed(_) => non_urgent,
+            Limit::Auto { .. } => u64::MAX,
+        };
+        hot.non_urgent_before_token
+            .store(before_token, Ordering::Relaxed);
+        hot.shared_cap
+            .store(non_urgent.min(soft), Ordering::Relaxed);
+    }
+
+    /// Deadline-aware waiting: a token wait plus the expected latency must fit in `request_timeout`;
+    /// while the service is saturated (the switch is on, or the ceiling is lowered for a probe),
+    /// waits are kept short: a standing queue only makes every request old.
+    pub(super) fn update_max_wait(&self, m: &Monitor, settings: &Settings) {
+        let hot = &self.hot;
+        let learning = hot.learning.load(Ordering::Relaxed);
+        let learned = m.learned;
+        let timeout = hot.request_timeout.load(Ordering::Relaxed);
+        let expected = if learning {
+            m.figures.trimmed_mean.unwrap_or(0)
+        } else {
+            0
+        };
+        let mut max_wait = timeout.saturating_sub(expected);
+        let adaptive = settings.config.gate.waiting == Waiting::Adaptive;
+        hot.expected_latency.store(expected, Ordering::Relaxed);
+        let saturated = adaptive && (self.switch.load().on || learned.probing);
+        if saturated && expected > 0 {
+            max_wait = max_wait.min((expected as f64 * STANDING_WAIT_SHARE) as u64);
+        }
+        hot.max_wait.store(max_wait, Ordering::Relaxed);
+    }
+
+    pub(super) fn evaluate_switch(
+        &self,
+        figures: &Figures,
+        t: Thresholds,
+        pace: &mut SwitchPace,
+        learning: bool,
+        now: Nanos,
+    ) {
+        // With learned figures the ceiling holds the service at once; the switch (which only
+        // sorts the classes) waits for the conditions to hold on a second tick, so that a burst
+        // at the usual load does not flip it, and turns off only after a second of calm.
+        let (hot_ticks, calm_for) = if learning {
+            (SWITCH_ON_TICKS, SWITCH_OFF_CALM)
+        } else {
+            (1, 0)
+        };
+        let calm_since = &mut pace.calm_since;
+        let in_flight = self.turnstile.current();
+        let max_latency = t.max_avg_latency;
+        let status = self.switch.load();
+        let tmean_ms = figures.trimmed_mean.map(|t| t as f64 / 1e6);
+        if !status.auto_on {
+            let hot =
+                in_flight > t.max_running && figures.trimmed_mean.is_some_and(|t| t > max_latency);
+            pace.hot_ticks = if hot { pace.hot_ticks + 1 } else { 0 };
+            if pace.hot_ticks >= hot_ticks {
+                pace.hot_ticks = 0;
+                let (before, after) = self.switch.set_auto(true);
+                tracing::info!(
+                    target: "sluicegate::switch",
+                    in_flight,
+                    max_running = t.max_running,
+                    trimmed_mean_ms = tmean_ms,
+                    max_avg_latency_ms = max_latency as f64 / 1e6,
+                    completion_rate = figures.completion_rate,
+                    "switch on: in-flight and trimmed-mean latency above their thresholds"
+                );
+                if !before.on && after.on {
+                    self.drain_buckets(now);
+                }
+            }
+        } else {
+            // An idle service (nothing in flight, nothing completed since the last tick) is calm
+            // whatever its last latencies were: they can only be refreshed by traffic.
+            let idle = in_flight == 0 && figures.nothing_completed;
+            let calm = in_flight < t.max_running
+                && (idle || figures.trimmed_mean.is_none_or(|t| t < max_latency));
+            let demand_fits = figures.demand_rate <= t.max_qps;
+            let since = if calm && demand_fits {
+                *calm_since.get_or_insert(now)
+            } else {
+                *calm_since = None;
+                now
+            };
+            if calm && demand_fits && now.saturating_sub(since) >= calm_for {
+                *calm_since = None;
+                self.switch.set_auto(false);
+                tracing::info!(
+                    target: "sluicegate::switch",
+                    in_flight,
+                    max_running = t.max_running,
+                    trimmed_mean_ms = tmean_ms,
+                    max_avg_latency_ms = max_latency as f64 / 1e6,
+                    demand_rate = figures.demand_rate,
+                    max_qps = t.max_qps,
+                    "switch off: service healthy and demand within max_qps"
+                );
+            }
+        }
+    }
+}
