@@ -169,17 +169,26 @@ fn simulate(
         Err(code) => return code,
     };
     let seed = seed.unwrap_or(scenario.seed);
-    let progress = render::Progress::new(&format!("simulating {}", scenario.name));
-    let result = sim::run_with_seed(&scenario, &base, seed, &mut |f| progress.set(f));
-    progress.finish();
-    let report = match result {
+    let report = match with_progress(&scenario, |p| sim::run_with_seed(&scenario, &base, seed, p)) {
         Ok(r) => r,
-        Err(error) => {
-            eprintln!("{error}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     print_report(&report, json, out)
+}
+
+/// Runs `run` on `scenario` behind a progress bar; a run that cannot start is reported on stderr
+/// with exit status 2.
+fn with_progress(
+    scenario: &Scenario,
+    run: impl FnOnce(&mut dyn FnMut(f64)) -> Result<Report, sim::SimError>,
+) -> Result<Report, ExitCode> {
+    let progress = render::Progress::new(&format!("simulating {}", scenario.name));
+    let result = run(&mut |f| progress.set(f));
+    progress.finish();
+    result.map_err(|error| {
+        eprintln!("{error}");
+        ExitCode::from(2)
+    })
 }
 
 /// Prints `report` as a table or JSON and writes the files of `--out`; exit status 1 when the
@@ -252,15 +261,9 @@ fn simulate_draw(
 ) -> ExitCode {
     let draw = family::draw(seed, index);
     let scenario = draw.scenario();
-    let progress = render::Progress::new(&format!("simulating {}", scenario.name));
-    let result = sim::run(&scenario, base, &mut |f| progress.set(f));
-    progress.finish();
-    let report = match result {
+    let report = match with_progress(&scenario, |p| sim::run(&scenario, base, p)) {
         Ok(r) => r,
-        Err(error) => {
-            eprintln!("{error}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let code = print_report(&report, json, out);
     let extra = match extra_subject(subject) {

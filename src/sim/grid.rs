@@ -82,6 +82,7 @@ use std::time::Duration;
 
 use toml::Table;
 
+use super::family::draw::whole_slices;
 use super::metrics::{tail_within_slo_or_noise, Report, StrategyReport, TimelineSample, SLICE_MS};
 use super::scenario::{
     Arrivals, Backend, Baselines, Clients, Distribution, Phase, Retry, RetryMode, Scenario,
@@ -173,14 +174,6 @@ pub fn backends() -> Vec<BackendSpec> {
         service_time: Duration::from_millis(ms),
     })
     .collect()
-}
-
-/// `d` rounded up to a whole number of timeline slices.
-fn whole_slices(d: Duration) -> Duration {
-    let slices = d.as_millis().div_ceil(u128::from(SLICE_MS));
-    Duration::from_millis(
-        u64::try_from(slices.saturating_mul(u128::from(SLICE_MS))).unwrap_or(u64::MAX),
-    )
 }
 
 /// A figure without a useless `.0`: `200`, `0.5`, `1234.5`.

@@ -204,25 +204,15 @@ pub struct Bar {
 
 impl Bar {
     fn at_least(kind: BarKind, figure: f64, target: f64) -> Bar {
-        let verdict = if figure >= target {
-            Verdict::Pass
-        } else {
-            Verdict::Fail
-        };
-        Bar {
-            kind,
-            figure,
-            target,
-            verdict,
-        }
+        Bar::judged(kind, figure, target, figure >= target)
     }
 
     fn at_most(kind: BarKind, figure: f64, target: f64) -> Bar {
-        let verdict = if figure <= target {
-            Verdict::Pass
-        } else {
-            Verdict::Fail
-        };
+        Bar::judged(kind, figure, target, figure <= target)
+    }
+
+    fn judged(kind: BarKind, figure: f64, target: f64, met: bool) -> Bar {
+        let verdict = if met { Verdict::Pass } else { Verdict::Fail };
         Bar {
             kind,
             figure,
