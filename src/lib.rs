@@ -134,6 +134,7 @@
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+pub mod breaker;
 pub mod bucket;
 pub mod capacity;
 pub mod clock;
@@ -142,6 +143,7 @@ pub mod counters;
 pub mod gate;
 pub mod hinge;
 pub mod inflight;
+pub mod limit;
 pub mod lookup;
 pub mod low_tail;
 pub mod probe;

@@ -16,6 +16,18 @@ pub enum RejectReason {
     RateLimited,
     /// The switch is on, the request would have had to wait, and `max_waiters` were already waiting.
     TooManyWaiters,
+    /// A circuit breaker is open (or half-open with every probe taken): the downstream it guards
+    /// failed too often, so calls are refused without trying it. `retry_after` is the time until
+    /// the breaker lets probes through, when that is known.
+    CircuitOpen,
+    /// A quota for the current period (a day, a month, ...) is used up; `retry_after` is the time
+    /// until the next period starts.
+    QuotaExhausted,
+    /// A concurrency limiter had every permit taken (and no room or time to wait for one).
+    ConcurrencyLimited,
+    /// The request asked for more than the limiter can ever grant at once (`n` above its
+    /// capacity): it is never admitted, so there is no `retry_after`.
+    ExceedsCapacity,
 }
 
 impl RejectReason {
@@ -26,6 +38,10 @@ impl RejectReason {
             RejectReason::MemoryCeiling => "memory_ceiling",
             RejectReason::RateLimited => "rate_limited",
             RejectReason::TooManyWaiters => "too_many_waiters",
+            RejectReason::CircuitOpen => "circuit_open",
+            RejectReason::QuotaExhausted => "quota_exhausted",
+            RejectReason::ConcurrencyLimited => "concurrency_limited",
+            RejectReason::ExceedsCapacity => "exceeds_capacity",
         }
     }
 }

@@ -13,6 +13,12 @@ impl<C: Clock> Inner<C> {
             RejectReason::MemoryCeiling => Event::RefusedMemory,
             RejectReason::RateLimited => Event::RefusedRate,
             RejectReason::TooManyWaiters => Event::RefusedWaiters,
+            // The gate itself never refuses for these (they come from the breakers and limiters
+            // of `breaker` and `limit`); counted with the nearest kind should one ever pass here.
+            RejectReason::ConcurrencyLimited => Event::RefusedInFlight,
+            RejectReason::CircuitOpen
+            | RejectReason::QuotaExhausted
+            | RejectReason::ExceedsCapacity => Event::RefusedRate,
         });
         Rejection {
             reason,
