@@ -1,0 +1,104 @@
+//! GCRA (the generic cell rate algorithm): `rate` calls every `per`, `burst` at once.
+//!
+//! The whole state is one word, the theoretical arrival time (TAT) of the next conforming call,
+//! updated with a compare-and-swap through an [`AtomicStore`]: lock-free. A call of `n` at `t`
+//! conforms iff `max(TAT, t) + n·T <= t + burst·T`, with `T = ceil(per / rate)` (rounded up, so
+//! it never runs faster than its rate); so in any span `d` it admits at most `burst + d/T` calls,
+//! and `retry_after` is the exact moment the call would conform. Same arithmetic as the gate's
+//! [`bucket`](crate::bucket), with `n` and a pluggable store.
+//!
+//! ```
+//! use std::time::Duration;
+//! use sluicegate::clock::ManualClock;
+//! use sluicegate::limit::{Gcra, GcraConfig, Limiter};
+//!
+//! let clock = ManualClock::new();
+//! let gcra = Gcra::new(GcraConfig { rate: 10, per: Duration::from_secs(1), burst: 3 }, clock.clone())?;
+//! gcra.try_acquire(3)?;
+//! assert_eq!(gcra.try_acquire(2).unwrap_err().retry_after, Some(Duration::from_millis(200)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use crate::clock::{duration_to_nanos, Clock, MonotonicClock, Nanos};
+use crate::rejection::{RejectReason, Rejection};
+
+use super::config::{GcraConfig, LimitConfigError};
+use super::state::{AtomicStore, StateStore};
+use super::{exceeds_capacity, refused, Limiter};
+
+/// A GCRA limiter (see the module docs).
+#[derive(Debug)]
+pub struct Gcra<C: Clock = MonotonicClock, St = AtomicStore> {
+    clock: C,
+    store: St,
+    /// Nanoseconds per call.
+    interval: Nanos,
+    burst: u64,
+}
+
+impl<C: Clock> Gcra<C> {
+    /// A limiter kept in one atomic word, idle (a full burst available).
+    pub fn new(config: GcraConfig, clock: C) -> Result<Self, LimitConfigError> {
+        Self::with_store(config, clock, AtomicStore::default())
+    }
+}
+
+impl<C: Clock, St: StateStore<u64>> Gcra<C, St> {
+    /// A limiter whose TAT lives in `store`.
+    pub fn with_store(config: GcraConfig, clock: C, store: St) -> Result<Self, LimitConfigError> {
+        config.validate()?;
+        Ok(Gcra {
+            clock,
+            store,
+            interval: duration_to_nanos(config.per).div_ceil(config.rate),
+            burst: config.burst,
+        })
+    }
+
+    /// Nanoseconds between two calls at the sustained rate.
+    pub fn interval(&self) -> Nanos {
+        self.interval
+    }
+}
+
+impl<C: Clock, St: StateStore<u64>> Limiter for Gcra<C, St> {
+    type Clock = C;
+
+    fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    fn try_acquire(&self, n: u64) -> Result<(), Rejection> {
+        if n > self.burst {
+            return Err(exceeds_capacity());
+        }
+        let now = self.clock.now();
+        let window = self.burst.saturating_mul(self.interval);
+        self.store.update(|tat| {
+            let after = (*tat)
+                .max(now)
+                .saturating_add(n.saturating_mul(self.interval));
+            let conforms_at = after.saturating_sub(window);
+            if conforms_at <= now && after < u64::MAX {
+                *tat = after;
+                Ok(())
+            } else {
+                Err(refused(
+                    RejectReason::RateLimited,
+                    conforms_at.saturating_sub(now).max(1),
+                ))
+            }
+        })
+    }
+
+    fn available(&self) -> u64 {
+        let now = self.clock.now();
+        let ahead = self.store.read(|tat| tat.saturating_sub(now));
+        let window = self.burst.saturating_mul(self.interval);
+        window.saturating_sub(ahead) / self.interval
+    }
+
+    fn capacity(&self) -> u64 {
+        self.burst
+    }
+}

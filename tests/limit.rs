@@ -1,0 +1,598 @@
+//! Limiters through the public API, on a `ManualClock`: exact, no sleeping.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use sluicegate::clock::ManualClock;
+use sluicegate::limit::{
+    ConcurrencyConfig, ConcurrencyLimiter, FixedWindow, Gcra, GcraConfig, Limiter, Quota,
+    QuotaConfig, SlidingLog, SlidingWindow, TokenBucket, TokenBucketConfig, WaitConfig, WaitOrder,
+    Waiting, WindowLimitConfig,
+};
+use sluicegate::RejectReason;
+use tokio_test::{assert_pending, assert_ready, task};
+
+const MS: Duration = Duration::from_millis(1);
+const S: Duration = Duration::from_secs(1);
+
+fn window(limit: u64) -> WindowLimitConfig {
+    WindowLimitConfig { limit, window: S }
+}
+
+fn retry(r: Result<(), sluicegate::Rejection>) -> Option<Duration> {
+    r.unwrap_err().retry_after
+}
+
+#[test]
+fn token_bucket_refills_exactly_and_says_when_n_tokens_exist() {
+    let clock = ManualClock::new();
+    let config = TokenBucketConfig {
+        capacity: 5,
+        refill: 3,
+        per: S,
+    };
+    let b = TokenBucket::new(config, clock.clone()).unwrap();
+    b.try_acquire(5).unwrap();
+    // 2 tokens at 3 per second: 666_666_667 ns (rounded up), not a nanosecond less.
+    assert_eq!(
+        retry(b.try_acquire(2)),
+        Some(Duration::from_nanos(666_666_667))
+    );
+    clock.advance(Duration::from_nanos(666_666_666));
+    assert_eq!(b.available(), 1);
+    assert!(b.try_acquire(2).is_err());
+    clock.advance(Duration::from_nanos(1));
+    b.try_acquire(2).unwrap();
+    clock.advance(100 * S);
+    assert_eq!(b.available(), 5);
+}
+
+#[test]
+fn every_limiter_refuses_more_than_its_capacity_and_never_admits_it() {
+    let clock = ManualClock::new();
+    let limiters: Vec<Box<dyn Limiter<Clock = ManualClock>>> = vec![
+        Box::new(
+            TokenBucket::new(
+                TokenBucketConfig {
+                    capacity: 3,
+                    ..Default::default()
+                },
+                clock.clone(),
+            )
+            .unwrap(),
+        ),
+        Box::new(
+            Gcra::new(
+                GcraConfig {
+                    burst: 3,
+                    ..Default::default()
+                },
+                clock.clone(),
+            )
+            .unwrap(),
+        ),
+        Box::new(FixedWindow::new(window(3), clock.clone()).unwrap()),
+        Box::new(SlidingWindow::new(window(3), clock.clone()).unwrap()),
+        Box::new(SlidingLog::new(window(3), clock.clone()).unwrap()),
+        Box::new(
+            Quota::new(
+                QuotaConfig {
+                    limit: 3,
+                    ..Default::default()
+                },
+                clock.clone(),
+            )
+            .unwrap(),
+        ),
+    ];
+    for l in &limiters {
+        let r = l.try_acquire(4).unwrap_err();
+        assert_eq!(
+            (r.reason, r.retry_after),
+            (RejectReason::ExceedsCapacity, None)
+        );
+        assert_eq!(l.capacity(), 3);
+        assert_eq!(l.available(), 3);
+        l.try_acquire(3).unwrap();
+        assert_eq!(l.available(), 0);
+    }
+}
+
+#[test]
+fn gcra_admits_the_burst_then_one_per_interval() {
+    let clock = ManualClock::new();
+    let g = Gcra::new(
+        GcraConfig {
+            rate: 4,
+            per: S,
+            burst: 2,
+        },
+        clock.clone(),
+    )
+    .unwrap();
+    g.try_acquire(2).unwrap();
+    let r = g.try_acquire(1).unwrap_err();
+    assert_eq!(
+        (r.reason, r.retry_after),
+        (RejectReason::RateLimited, Some(250 * MS))
+    );
+    clock.advance(250 * MS);
+    g.try_acquire(1).unwrap();
+    assert_eq!(retry(g.try_acquire(2)), Some(500 * MS));
+}
+
+#[test]
+fn fixed_window_starts_counting_again_at_the_next_window() {
+    let clock = ManualClock::new();
+    let f = FixedWindow::new(window(3), clock.clone()).unwrap();
+    clock.advance(900 * MS);
+    f.try_acquire(3).unwrap();
+    assert_eq!(retry(f.try_acquire(1)), Some(100 * MS));
+    clock.advance(100 * MS);
+    f.try_acquire(3).unwrap();
+}
+
+#[test]
+fn sliding_window_weighs_the_previous_window_by_its_overlap() {
+    let clock = ManualClock::new();
+    let s = SlidingWindow::new(window(10), clock.clone()).unwrap();
+    s.try_acquire(8).unwrap();
+    clock.advance(S + 250 * MS); // previous 8 weigh 6
+    assert_eq!(s.available(), 4);
+    s.try_acquire(4).unwrap();
+    // 1 more needs the previous weight down to 5: 375 ms into this window.
+    assert_eq!(retry(s.try_acquire(1)), Some(125 * MS));
+    clock.advance(125 * MS);
+    s.try_acquire(1).unwrap();
+    // 10 at once must wait for the next window and for this one's 5 to weigh nothing.
+    assert_eq!(retry(s.try_acquire(10)), Some(625 * MS + S));
+}
+
+#[test]
+fn sliding_log_frees_room_when_the_oldest_calls_leave_the_window() {
+    let clock = ManualClock::new();
+    let l = SlidingLog::new(window(3), clock.clone()).unwrap();
+    l.try_acquire(1).unwrap();
+    clock.advance(300 * MS);
+    l.try_acquire(2).unwrap();
+    assert_eq!(retry(l.try_acquire(1)), Some(700 * MS));
+    assert_eq!(retry(l.try_acquire(3)), Some(S));
+    clock.advance(700 * MS);
+    assert_eq!(l.available(), 1);
+}
+
+#[test]
+fn quota_refuses_until_the_next_period_and_alerts_once_per_period() {
+    let clock = ManualClock::new();
+    let alerts = Arc::new(AtomicU64::new(0));
+    let seen = alerts.clone();
+    let q = Quota::new(
+        QuotaConfig {
+            limit: 10,
+            period: 30 * 86_400 * S,
+            alert_at: 0.8,
+        },
+        clock.clone(),
+    )
+    .unwrap()
+    .on_alert(move |a| {
+        assert_eq!((a.used, a.limit), (9, 10));
+        seen.fetch_add(1, Ordering::SeqCst);
+    });
+    q.try_acquire(5).unwrap();
+    q.try_acquire(4).unwrap();
+    q.try_acquire(1).unwrap();
+    assert_eq!(alerts.load(Ordering::SeqCst), 1);
+    clock.advance(86_400 * S);
+    let r = q.try_acquire(1).unwrap_err();
+    assert_eq!(
+        (r.reason, r.retry_after),
+        (RejectReason::QuotaExhausted, Some(29 * 86_400 * S))
+    );
+    clock.advance(29 * 86_400 * S);
+    assert!(!q.alerted());
+    assert_eq!(q.available(), 10);
+}
+
+fn gcra_waiting(order: WaitOrder, max_waiters: usize) -> (ManualClock, Waiting<Gcra<ManualClock>>) {
+    let clock = ManualClock::new();
+    let g = Gcra::new(
+        GcraConfig {
+            rate: 10,
+            per: S,
+            burst: 1,
+        },
+        clock.clone(),
+    )
+    .unwrap();
+    let w = Waiting::new(
+        g,
+        WaitConfig {
+            max_wait: 250 * MS,
+            max_waiters,
+            order,
+        },
+    )
+    .unwrap();
+    (clock, w)
+}
+
+#[test]
+fn a_waiter_sleeps_until_the_computed_time_and_not_a_nanosecond_less() {
+    let (clock, w) = gcra_waiting(WaitOrder::Fifo, 4);
+    w.try_acquire(1).unwrap();
+    let mut waiter = task::spawn(w.acquire(1));
+    assert_pending!(waiter.poll());
+    assert_eq!(clock.next_deadline(), Some(100_000_000));
+    clock.advance(100 * MS - Duration::from_nanos(1));
+    assert!(!waiter.is_woken());
+    clock.advance(Duration::from_nanos(1));
+    assert!(waiter.is_woken());
+    assert_ready!(waiter.poll()).unwrap();
+}
+
+#[test]
+fn a_wait_longer_than_max_wait_is_refused_at_once_with_the_exact_retry_after() {
+    let clock = ManualClock::new();
+    let f = FixedWindow::new(window(1), clock.clone()).unwrap();
+    let w = Waiting::new(
+        f,
+        WaitConfig {
+            max_wait: 250 * MS,
+            max_waiters: 4,
+            order: WaitOrder::Fifo,
+        },
+    )
+    .unwrap();
+    w.try_acquire(1).unwrap();
+    clock.advance(700 * MS);
+    let r = futures_block(w.acquire(1)).unwrap_err();
+    assert_eq!(
+        (r.reason, r.retry_after),
+        (RejectReason::RateLimited, Some(300 * MS))
+    );
+    assert_eq!(w.waiters(), 0);
+    clock.advance(50 * MS);
+    let mut waiter = task::spawn(w.acquire(1)); // 250 ms to go: waits
+    assert_pending!(waiter.poll());
+    clock.advance(250 * MS);
+    assert_ready!(waiter.poll()).unwrap();
+}
+
+fn futures_block<F: std::future::Future>(f: F) -> F::Output {
+    let mut t = task::spawn(f);
+    match t.poll() {
+        std::task::Poll::Ready(v) => v,
+        std::task::Poll::Pending => panic!("future did not complete at once"),
+    }
+}
+
+#[test]
+fn fifo_waiters_are_served_in_arrival_order_and_a_full_queue_refuses_the_newcomer() {
+    let (clock, w) = gcra_waiting(WaitOrder::Fifo, 2);
+    w.try_acquire(1).unwrap();
+    let mut first = task::spawn(w.acquire(1));
+    let mut second = task::spawn(w.acquire(1));
+    assert_pending!(first.poll());
+    assert_pending!(second.poll());
+    assert_eq!(w.waiters(), 2);
+    let third = futures_block(w.acquire(1)).unwrap_err();
+    assert_eq!(third.reason, RejectReason::TooManyWaiters);
+    clock.advance(100 * MS);
+    assert!(first.is_woken());
+    assert_ready!(first.poll()).unwrap();
+    assert!(second.is_woken());
+    assert_pending!(second.poll());
+    clock.advance(100 * MS);
+    assert_ready!(second.poll()).unwrap();
+}
+
+#[test]
+fn lifo_serves_the_newest_and_evicts_the_oldest_when_full() {
+    let (clock, w) = gcra_waiting(WaitOrder::Lifo, 2);
+    w.try_acquire(1).unwrap();
+    let mut oldest = task::spawn(w.acquire(1));
+    let mut middle = task::spawn(w.acquire(1));
+    assert_pending!(oldest.poll());
+    assert_pending!(middle.poll());
+    let mut newest = task::spawn(w.acquire(1));
+    assert_pending!(newest.poll());
+    assert!(oldest.is_woken());
+    assert_eq!(
+        assert_ready!(oldest.poll()).unwrap_err().reason,
+        RejectReason::TooManyWaiters
+    );
+    clock.advance(100 * MS);
+    assert_ready!(newest.poll()).unwrap();
+    assert_pending!(middle.poll());
+    clock.advance(100 * MS);
+    assert_ready!(middle.poll()).unwrap();
+}
+
+#[test]
+fn a_queued_waiter_is_refused_when_its_max_wait_runs_out() {
+    let clock = ManualClock::new();
+    let g = Gcra::new(
+        GcraConfig {
+            rate: 10,
+            per: S,
+            burst: 1,
+        },
+        clock.clone(),
+    )
+    .unwrap();
+    let w = Waiting::new(
+        g,
+        WaitConfig {
+            max_wait: 150 * MS,
+            max_waiters: 4,
+            order: WaitOrder::Fifo,
+        },
+    )
+    .unwrap();
+    w.try_acquire(1).unwrap();
+    let mut first = task::spawn(w.acquire(1));
+    assert_pending!(first.poll());
+    clock.advance(50 * MS);
+    let mut second = task::spawn(w.acquire(1)); // deadline at 200 ms, its turn at 200 ms
+    assert_pending!(second.poll());
+    w.try_acquire(1).unwrap_err();
+    clock.advance(50 * MS);
+    assert_ready!(first.poll()).unwrap();
+    // Someone barges in and takes the 200 ms token: the second's turn moves past its deadline.
+    clock.advance(100 * MS);
+    w.try_acquire(1).unwrap();
+    let r = assert_ready!(second.poll()).unwrap_err();
+    assert_eq!(r.reason, RejectReason::RateLimited);
+}
+
+#[test]
+fn a_cancelled_waiter_leaves_the_queue_and_the_next_is_served() {
+    let (clock, w) = gcra_waiting(WaitOrder::Fifo, 4);
+    w.try_acquire(1).unwrap();
+    let mut first = task::spawn(w.acquire(1));
+    let mut second = task::spawn(w.acquire(1));
+    assert_pending!(first.poll());
+    assert_pending!(second.poll());
+    drop(first);
+    assert!(second.is_woken());
+    assert_pending!(second.poll());
+    assert_eq!(w.waiters(), 1);
+    clock.advance(100 * MS);
+    assert_ready!(second.poll()).unwrap();
+}
+
+#[test]
+fn a_blocking_waiter_sleeps_on_the_manual_clock() {
+    let (clock, w) = gcra_waiting(WaitOrder::Fifo, 4);
+    let w = Arc::new(w);
+    w.try_acquire(1).unwrap();
+    let waiter = {
+        let w = w.clone();
+        std::thread::spawn(move || w.acquire_blocking(1))
+    };
+    clock.wait_for_sleepers(1);
+    clock.advance(100 * MS);
+    waiter.join().unwrap().unwrap();
+}
+
+fn concurrency(max: u64, max_waiters: usize) -> (ManualClock, ConcurrencyLimiter<ManualClock>) {
+    let clock = ManualClock::new();
+    let wait = WaitConfig {
+        max_wait: S,
+        max_waiters,
+        order: WaitOrder::Fifo,
+    };
+    let c = ConcurrencyLimiter::new(
+        ConcurrencyConfig {
+            max_concurrent: max,
+            wait,
+        },
+        clock.clone(),
+    )
+    .unwrap();
+    (clock, c)
+}
+
+#[test]
+fn a_concurrency_waiter_is_woken_by_a_release_not_by_time() {
+    let (clock, c) = concurrency(2, 4);
+    let held = c.try_acquire(2).unwrap();
+    let mut waiter = task::spawn(c.acquire(1));
+    assert_pending!(waiter.poll());
+    assert_eq!(c.waiters(), 1);
+    clock.advance(500 * MS);
+    assert!(!waiter.is_woken());
+    drop(held);
+    assert!(waiter.is_woken());
+    let p = assert_ready!(waiter.poll()).unwrap();
+    assert_eq!((p.count(), c.in_use()), (1, 1));
+}
+
+#[test]
+fn a_concurrency_waiter_gives_up_at_max_wait_and_a_full_queue_refuses() {
+    let (clock, c) = concurrency(1, 1);
+    let _held = c.try_acquire(1).unwrap();
+    let r = c.try_acquire(1).unwrap_err();
+    assert_eq!(
+        (r.reason, r.retry_after),
+        (RejectReason::ConcurrencyLimited, None)
+    );
+    let mut waiter = task::spawn(c.acquire(1));
+    assert_pending!(waiter.poll());
+    let full = futures_block(c.acquire(1)).unwrap_err();
+    assert_eq!(full.reason, RejectReason::TooManyWaiters);
+    clock.advance(S);
+    assert!(waiter.is_woken());
+    assert_eq!(
+        assert_ready!(waiter.poll()).unwrap_err().reason,
+        RejectReason::ConcurrencyLimited
+    );
+    assert_eq!(
+        c.try_acquire(2).unwrap_err().reason,
+        RejectReason::ExceedsCapacity
+    );
+}
+
+#[test]
+fn a_blocking_concurrency_waiter_is_woken_by_a_release() {
+    let (clock, c) = concurrency(1, 4);
+    let held = c.try_acquire(1).unwrap();
+    let waiter = {
+        let c = c.clone();
+        std::thread::spawn(move || c.acquire_blocking(1).map(|p| p.count()))
+    };
+    clock.wait_for_sleepers(1); // asleep until its deadline, or a release
+    drop(held);
+    assert_eq!(waiter.join().unwrap().unwrap(), 1);
+}
+
+#[test]
+fn invalid_figures_are_refused_naming_the_key_and_toml_refuses_bare_numbers() {
+    let err = Gcra::new(
+        GcraConfig {
+            rate: 0,
+            ..Default::default()
+        },
+        ManualClock::new(),
+    )
+    .unwrap_err();
+    assert_eq!(err.to_string(), "`rate` = 0: must be at least 1");
+    let err = Quota::new(
+        QuotaConfig {
+            alert_at: 1.5,
+            ..Default::default()
+        },
+        ManualClock::new(),
+    )
+    .unwrap_err();
+    assert_eq!(err.key, "alert_at");
+    assert!(toml::from_str::<WindowLimitConfig>("window = 1")
+        .unwrap_err()
+        .to_string()
+        .contains("has no unit"));
+    assert!(toml::from_str::<WindowLimitConfig>("limt = 1").is_err());
+    let c: ConcurrencyConfig =
+        toml::from_str("max_concurrent = 8\nwait = { max_wait = \"2s\", order = \"lifo\" }")
+            .unwrap();
+    assert_eq!(
+        (c.wait.max_wait, c.wait.order, c.wait.max_waiters),
+        (2 * S, WaitOrder::Lifo, 64)
+    );
+}
+
+/// Admission times (ns) of a limiter fed `arrivals` (gap in µs, n) on a manual clock.
+fn admitted(
+    l: &dyn Limiter<Clock = ManualClock>,
+    clock: &ManualClock,
+    arrivals: &[(u64, u64)],
+) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for &(gap, n) in arrivals {
+        clock.advance(Duration::from_micros(gap));
+        if l.try_acquire(n).is_ok() {
+            out.push((clock.elapsed().as_nanos() as u64, n));
+        }
+    }
+    out
+}
+
+/// The most admitted in any span `[s, s + d]` starting at an admission.
+fn most_in(admits: &[(u64, u64)], d: u64, start: usize) -> u64 {
+    let s = admits[start].0;
+    admits[start..]
+        .iter()
+        .take_while(|(t, _)| *t <= s + d)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+fn arrivals() -> impl Strategy<Value = Vec<(u64, u64)>> {
+    proptest::collection::vec((0u64..300_000, 1u64..4), 1..300)
+}
+
+proptest! {
+    /// A token bucket and GCRA never admit more than `burst + rate·t` in any span `t`.
+    #[test]
+    fn token_bucket_and_gcra_never_admit_more_than_burst_plus_rate_times_t(
+        arrivals in arrivals(), rate in 1u64..50, burst in 3u64..20,
+    ) {
+        let clock = ManualClock::new();
+        let tb = TokenBucket::new(TokenBucketConfig { capacity: burst, refill: rate, per: S }, clock.clone()).unwrap();
+        let tb_admits = admitted(&tb, &clock, &arrivals);
+        let clock = ManualClock::new();
+        let g = Gcra::new(GcraConfig { rate, per: S, burst }, clock.clone()).unwrap();
+        let g_admits = admitted(&g, &clock, &arrivals);
+        for admits in [tb_admits, g_admits] {
+            for i in 0..admits.len() {
+                for j in i..admits.len() {
+                    let t = admits[j].0 - admits[i].0;
+                    let count: u64 = admits[i..=j].iter().map(|(_, n)| n).sum();
+                    // count ≤ burst + rate·t/1s, in integers
+                    prop_assert!(u128::from(count) * 1_000_000_000 <= u128::from(burst) * 1_000_000_000 + u128::from(rate) * u128::from(t));
+                }
+            }
+        }
+    }
+
+    /// A sliding-window counter admits at most `limit` per aligned window, and at most
+    /// `limit·(1 + f/w)` in a span of one window starting at offset `f` into a window.
+    #[test]
+    fn sliding_window_counter_stays_within_its_documented_bound(arrivals in arrivals(), limit in 3u64..30) {
+        let clock = ManualClock::new();
+        let w = 1_000_000_000u64;
+        let s = SlidingWindow::new(window(limit), clock.clone()).unwrap();
+        let admits = admitted(&s, &clock, &arrivals);
+        for i in 0..admits.len() {
+            let f = admits[i].0 % w;
+            let in_span = most_in(&admits, w - 1, i);
+            prop_assert!(u128::from(in_span) * u128::from(w) <= u128::from(limit) * u128::from(w + f));
+            let k = admits[i].0 / w;
+            let aligned: u64 = admits.iter().filter(|(t, _)| t / w == k).map(|(_, n)| n).sum();
+            prop_assert!(aligned <= limit);
+        }
+    }
+
+    /// A sliding log never admits more than `limit` in any span shorter than its window, and
+    /// `retry_after` is exact: at that moment the same call is admitted.
+    #[test]
+    fn sliding_log_is_exact_and_its_retry_after_is_truthful(arrivals in arrivals(), limit in 3u64..30) {
+        let clock = ManualClock::new();
+        let l = SlidingLog::new(window(limit), clock.clone()).unwrap();
+        let admits = admitted(&l, &clock, &arrivals);
+        for i in 0..admits.len() {
+            prop_assert!(most_in(&admits, 999_999_999, i) <= limit);
+        }
+        if let Err(r) = l.try_acquire(limit) {
+            let wait = r.retry_after.unwrap();
+            clock.advance(wait - Duration::from_nanos(1));
+            prop_assert!(l.try_acquire(limit).is_err());
+            clock.advance(Duration::from_nanos(1));
+            prop_assert!(l.try_acquire(limit).is_ok());
+        }
+    }
+
+    /// Every rate limiter's `retry_after` is exact: refused a nanosecond before, admitted at it.
+    #[test]
+    fn retry_after_is_the_exact_moment_of_admission(arrivals in arrivals(), n in 1u64..4) {
+        let clock = ManualClock::new();
+        let limiters: Vec<Box<dyn Limiter<Clock = ManualClock>>> = vec![
+            Box::new(TokenBucket::new(TokenBucketConfig { capacity: 5, refill: 7, per: S }, clock.clone()).unwrap()),
+            Box::new(Gcra::new(GcraConfig { rate: 7, per: S, burst: 5 }, clock.clone()).unwrap()),
+            Box::new(FixedWindow::new(window(5), clock.clone()).unwrap()),
+            Box::new(SlidingWindow::new(window(5), clock.clone()).unwrap()),
+        ];
+        for l in &limiters {
+            admitted(l.as_ref(), &clock, &arrivals);
+            if let Err(r) = l.try_acquire(n) {
+                let wait = r.retry_after.unwrap();
+                clock.advance(wait - Duration::from_nanos(1));
+                prop_assert!(l.try_acquire(n).is_err());
+                clock.advance(Duration::from_nanos(1));
+                prop_assert!(l.try_acquire(n).is_ok());
+            }
+        }
+    }
+}
