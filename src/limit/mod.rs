@@ -14,7 +14,7 @@
 //!   lock), so a keyed store or Redis can hold the state later, as in governor.
 //! * **Waiting sleeps until a computed time.** [`Waiting`] (and the concurrency limiter's own
 //!   queue) bounds waits in time and in number, serves FIFO or newest first, and sleeps on the
-//!   [`Clock`](crate::clock::Clock) until the moment the limiter named, or until a permit is
+//!   [`Clock`] until the moment the limiter named, or until a permit is
 //!   released: no polling, and under a [`ManualClock`](crate::clock::ManualClock) exact.
 //!
 //! Refusals say [`RejectReason::RateLimited`], [`RejectReason::QuotaExhausted`],
