@@ -565,3 +565,27 @@ proptest! {
         prop_assert_eq!(seen.load(Ordering::SeqCst), ends.len() as u64);
     }
 }
+
+#[test]
+fn breakers_and_their_permits_are_send_and_sync() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    send_sync::<Breaker<ManualClock>>();
+    send_sync::<sluicegate::breaker::BreakerPermit<ManualClock>>();
+    send_sync::<KeyedBreaker<String, ManualClock>>();
+}
+
+#[test]
+fn failures_reported_from_many_threads_open_it_once_and_refuse_everyone_after() {
+    let (_clock, b) = breaker(BreakerConfig::default());
+    let mut permits: Vec<_> = (0..40).map(|_| b.try_acquire().unwrap()).collect();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            let chunk: Vec<_> = permits.drain(..10).collect();
+            s.spawn(move || chunk.into_iter().for_each(|p| p.failure()));
+        }
+    });
+    assert_eq!(b.state(), State::Open);
+    // Opened once: the failures after the fifth came from the closed epoch and did not reopen it.
+    assert_eq!(b.retry_after(), Some(10 * S));
+    assert!(b.try_acquire().is_err());
+}

@@ -596,3 +596,17 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn limiters_waiters_and_permits_are_send_and_sync() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    send_sync::<TokenBucket<ManualClock>>();
+    send_sync::<Gcra<ManualClock>>();
+    send_sync::<FixedWindow<ManualClock>>();
+    send_sync::<SlidingWindow<ManualClock>>();
+    send_sync::<SlidingLog<ManualClock>>();
+    send_sync::<Quota<ManualClock>>();
+    send_sync::<Waiting<Gcra<ManualClock>>>();
+    send_sync::<ConcurrencyLimiter<ManualClock>>();
+    send_sync::<sluicegate::limit::ConcurrencyPermit<ManualClock>>();
+}
