@@ -144,6 +144,9 @@ pub mod hinge;
 pub mod inflight;
 pub mod lookup;
 pub mod low_tail;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod middleware;
 pub mod probe;
 pub mod rejection;
 pub mod request;
