@@ -146,6 +146,9 @@ pub mod inflight;
 pub mod limit;
 pub mod lookup;
 pub mod low_tail;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod middleware;
 pub mod probe;
 pub mod rejection;
 pub mod request;
