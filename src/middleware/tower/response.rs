@@ -49,9 +49,12 @@ impl Default for Answers {
 }
 
 /// Whether a refusal is the request's own rate (429, `RESOURCE_EXHAUSTED`) rather than the
-/// server's capacity (503, `UNAVAILABLE`). Reasons added later count as capacity.
+/// server's capacity (503, `UNAVAILABLE`): a rate, a quota or a limit of its own.
 pub(crate) fn is_rate(reason: RejectReason) -> bool {
-    matches!(reason, RejectReason::RateLimited)
+    matches!(
+        reason,
+        RejectReason::RateLimited | RejectReason::QuotaExhausted | RejectReason::ExceedsCapacity
+    )
 }
 
 /// Whether the request is gRPC: its `content-type` is `application/grpc` or `application/grpc+…`.
@@ -163,6 +166,18 @@ fn detail(reason: RejectReason) -> &'static str {
         RejectReason::RateLimited => "refused: the rate for this request is used up (rate_limited)",
         RejectReason::TooManyWaiters => {
             "refused: too many requests are already waiting (too_many_waiters)"
+        }
+        RejectReason::CircuitOpen => {
+            "refused: the circuit breaker for what this request calls is open (circuit_open)"
+        }
+        RejectReason::QuotaExhausted => {
+            "refused: the quota for this request's period is used up (quota_exhausted)"
+        }
+        RejectReason::ConcurrencyLimited => {
+            "refused: this request's concurrency limit is reached (concurrency_limited)"
+        }
+        RejectReason::ExceedsCapacity => {
+            "refused: the request asks for more than its limit can ever give (exceeds_capacity)"
         }
     }
 }
