@@ -1,11 +1,14 @@
 //! [`SluiceService`]: the wrapped service. Readiness is the inner service's; admission happens
 //! in `call`, through the gate's own asynchronous acquisition.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use http_body::Body;
+use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::body::SluiceBody;
@@ -151,16 +154,20 @@ impl<C: Clock> Exchange<C> {
         };
         let future = service.call(request);
         drop(service);
-        // Declared after the inner future, so dropped before it: a cancelled exchange releases
-        // the permit first.
-        let permit = permit;
-        match future.await {
+        let (outcome, permit) = Holding {
+            permit: Some(permit),
+            future,
+        }
+        .await;
+        match outcome {
             Ok(response) => {
                 let failed = is_failure(self.failure.as_ref(), response.status());
-                Ok(response.map(|body| SluiceBody::served(body, Some(permit), failed)))
+                Ok(response.map(|body| SluiceBody::served(body, permit, failed)))
             }
             Err(error) => {
-                permit.failure();
+                if let Some(permit) = permit {
+                    permit.failure();
+                }
                 Err(error)
             }
         }
@@ -182,5 +189,27 @@ impl<C: Clock> Exchange<C> {
             "request refused"
         );
         refusal(&self.answers, rejection, grpc, quota).map(SluiceBody::refused)
+    }
+}
+
+pin_project! {
+    /// The inner service's future with the permit it runs under. Fields drop in declaration
+    /// order, so a cancelled exchange releases its permit before the handler's future is dropped:
+    /// whoever sees the handler gone also sees its capacity back.
+    struct Holding<F, P> {
+        permit: Option<P>,
+        #[pin]
+        future: F,
+    }
+}
+
+impl<F: Future, P> Future for Holding<F, P> {
+    /// The inner answer, and the permit back (taken once: `None` if polled after completion).
+    type Output = (F::Output, Option<P>);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let outcome = ready!(this.future.poll(cx));
+        Poll::Ready((outcome, this.permit.take()))
     }
 }
