@@ -664,11 +664,12 @@ pub struct TickSample {
 }
 
 /// The learned figures, as [`crate::Snapshot::learned`] shows them.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Learned {
     /// Completions per second the service sustains, once measured.
     pub capacity: Option<f64>,
     /// Latency of a request that does not queue, once measured.
+    #[serde(serialize_with = "crate::snapshot::optional_seconds")]
     pub base_latency: Option<Duration>,
     /// The in-flight level at which latency starts to climb (capacity × base latency).
     pub knee: Option<u64>,

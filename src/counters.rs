@@ -13,7 +13,7 @@ use crossbeam_utils::CachePadded;
 use thread_local::ThreadLocal;
 
 /// Totals of everything the gate has counted since it was built (reloads keep them).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Counters {
     /// Requests admitted to their handler.
     pub admitted: u64,

@@ -39,6 +39,7 @@
 //!     max_qps = 500
 //!     [routes]
 //!     urgent = ["/pay/*"]
+//!     default_urgency = "non_urgent"   # unlisted routes; the default "urgent" would make the list moot
 //! "#)?)?;
 //!
 //! let reply = gate

@@ -1,6 +1,21 @@
 //! What the gate sees, at one moment.
+//!
+//! A [`Snapshot`] serializes (serde) for admin endpoints and logs: durations as seconds
+//! (floating point), everything else as it reads.
+//!
+//! ```
+//! use sluicegate::{Config, Gate};
+//!
+//! let gate = Gate::builder(Config::default()).without_memory_probe().build()?;
+//! let json = serde_json::to_value(gate.snapshot())?;
+//! assert_eq!(json["in_flight"], 0);
+//! assert_eq!(json["switch"]["on"], false);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use std::time::Duration;
+
+use serde::{Serialize, Serializer};
 
 use crate::capacity::Learned;
 use crate::counters::Counters;
@@ -9,9 +24,10 @@ use crate::switch::SwitchStatus;
 /// The gate's vital signs and counters, from [`crate::Gate::snapshot`]. Figures computed by the
 /// sampler (latency, rates) are those of its latest tick; in-flight, waiters, memory, the switch and
 /// the counters are read live.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Snapshot {
     /// The gate clock's time of the snapshot.
+    #[serde(serialize_with = "seconds")]
     pub at: Duration,
     /// Admitted requests not yet released.
     pub in_flight: u64,
@@ -23,12 +39,15 @@ pub struct Snapshot {
     pub declared_bytes: u64,
     /// Trimmed mean of the handler latency of the last `window` timed calls; `None` until
     /// `min_samples` exist. Token waits are not part of it (see `mean_wait`).
+    #[serde(serialize_with = "optional_seconds")]
     pub trimmed_mean: Option<Duration>,
     /// How many latencies the trimmed mean was taken over.
     pub latency_samples: usize,
     /// Median handler latency over the last 5 to 10 seconds.
+    #[serde(serialize_with = "optional_seconds")]
     pub p50: Option<Duration>,
     /// 99th-percentile handler latency over the last 5 to 10 seconds.
+    #[serde(serialize_with = "optional_seconds")]
     pub p99: Option<Duration>,
     /// Little's law: in-flight ÷ trimmed-mean latency, requests per second.
     pub little_qps: Option<f64>,
@@ -38,6 +57,7 @@ pub struct Snapshot {
     /// token bucket: the demand the switch compares with `max_qps` before it turns off.
     pub demand_rate: f64,
     /// Mean time admitted requests waited for their token over the last tick, if any waited.
+    #[serde(serialize_with = "optional_seconds")]
     pub mean_wait: Option<Duration>,
     /// Memory used ÷ memory limit, or `None` when the probe cannot read it (the memory ceiling is then open).
     pub memory_ratio: Option<f64>,
@@ -54,11 +74,12 @@ pub struct Snapshot {
 }
 
 /// The limits in force at a snapshot: fixed in the config, or learned.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Limits {
     /// In-flight threshold of the switch (`max_running`).
     pub max_running: u64,
     /// Latency threshold of the switch (`max_avg_latency`).
+    #[serde(serialize_with = "seconds")]
     pub max_avg_latency: Duration,
     /// Rate of the whole gate while the switch is on, requests per second: `max_qps`, or with a
     /// learned `max_qps` 15 % above the learned capacity (the switch compares demand with the
@@ -78,6 +99,7 @@ pub struct Limits {
     /// share kept for urgent requests, and below the soft memory mark.
     pub shared_in_flight: u64,
     /// Longest a request may wait for a token now.
+    #[serde(serialize_with = "seconds")]
     pub max_wait: Duration,
     /// In-flight level at which memory is projected to reach `memory_soft_ratio`; `u64::MAX` while
     /// memory is unknown.
@@ -89,4 +111,20 @@ pub struct Limits {
     /// the limit less the memory the latest reading holds besides declared costs; `u64::MAX`
     /// while the limit is unknown.
     pub memory_declared_room: u64,
+}
+
+/// A duration as seconds, for the serialized snapshot.
+pub(crate) fn seconds<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// An optional duration as seconds (or none), for the serialized snapshot.
+pub(crate) fn optional_seconds<S: Serializer>(
+    d: &Option<Duration>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
 }

@@ -18,7 +18,7 @@ pub enum SwitchMode {
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 /// Where the switch stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct SwitchStatus {
     /// Who decides.
     pub mode: SwitchMode,

@@ -185,9 +185,37 @@ fn in_flight_at_the_ceiling_is_refused_at_once_whatever_the_switch() {
         gate.set_switch(mode);
         let r = gate.try_acquire(&Request::url("/x")).unwrap_err();
         assert_eq!(r.reason, RejectReason::InFlightCeiling, "{mode:?}");
-        assert_eq!(r.retry_after, None);
+        // Nothing measured yet: come back after a tick, when the figures can have changed.
+        assert_eq!(r.retry_after, Some(ms(100)), "{mode:?}");
         assert_eq!(gate.snapshot().counters.refused_in_flight, 1);
     }
+}
+
+#[test]
+fn a_refusal_at_a_ceiling_says_to_retry_once_the_work_in_flight_has_turned_over() {
+    let mut config = small_config();
+    config.gate.max_in_flight = (3).into();
+    config.gate.max_running = (3).into();
+    let (gate, clock, memory) = gate_with(config);
+    // Calls of 40 ms: the trimmed mean, and so the time the work in flight takes to turn over.
+    for _ in 0..6 {
+        let p = gate.try_acquire(&Request::url("/x")).unwrap();
+        clock.advance(ms(40));
+        drop(p);
+    }
+    clock.advance(ms(100));
+    assert_eq!(gate.snapshot().trimmed_mean, Some(ms(40)));
+    let held = hold(&gate, 3);
+    let r = gate.try_acquire(&Request::url("/x")).unwrap_err();
+    assert_eq!(r.reason, RejectReason::InFlightCeiling);
+    assert_eq!(r.retry_after, Some(ms(40)));
+    drop(held);
+    // Memory is not read again before the probe interval (100 ms): no sooner than that.
+    memory.set_used(990);
+    assert_eq!(gate.refresh_memory(), Some(0.99));
+    let r = gate.try_acquire(&Request::url("/x")).unwrap_err();
+    assert_eq!(r.reason, RejectReason::MemoryCeiling);
+    assert_eq!(r.retry_after, Some(ms(100)));
 }
 
 #[test]
@@ -397,6 +425,16 @@ fn overload_forced_off(
     held.drain(..6).for_each(drop);
     gate.snapshot();
     held
+}
+
+#[tracing_test::traced_test]
+#[test]
+fn building_a_gate_whose_urgent_list_changes_nothing_logs_a_warning() {
+    let mut config = small_config();
+    config.routes.urgent = vec!["/pay/*".into()];
+    let (_gate, _, _) = gate_with(config);
+    assert!(logs_contain("routes.urgent"));
+    assert!(logs_contain("default_urgency"));
 }
 
 #[tracing_test::traced_test]
@@ -949,4 +987,22 @@ fn non_urgent_requests_move_to_their_own_bucket_when_waiters_fill_before_the_tim
     assert!(gate.try_acquire(&Request::url("/report/x")).is_ok());
     assert!(gate.snapshot().switch.split);
     drop(tickets);
+}
+
+#[test]
+fn a_snapshot_serializes_with_durations_in_seconds() {
+    let (gate, clock, _) = gate_with(small_config());
+    for _ in 0..6 {
+        let p = gate.try_acquire(&Request::url("/x")).unwrap();
+        clock.advance(ms(20));
+        drop(p);
+    }
+    clock.advance(ms(100));
+    let s = gate.snapshot();
+    let json = serde_json::to_value(&s).unwrap();
+    assert_eq!(json["trimmed_mean"], 0.02);
+    assert_eq!(json["counters"]["admitted"], 6);
+    assert_eq!(json["limits"]["max_avg_latency"], 0.1);
+    assert_eq!(json["switch"]["mode"], "auto");
+    assert_eq!(json["in_flight"], s.in_flight);
 }

@@ -115,6 +115,9 @@ fn main() -> ExitCode {
         },
         Command::CheckConfig { file } => match Config::from_file(&file) {
             Ok(config) => {
+                for warning in config.warnings() {
+                    eprintln!("warning: {warning}");
+                }
                 println!("# {}: valid. Effective configuration:", file.display());
                 print!("{}", config.to_toml_string());
                 ExitCode::SUCCESS

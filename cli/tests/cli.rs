@@ -46,6 +46,27 @@ fn check_config_lists_every_error_and_exits_2() {
 }
 
 #[test]
+fn check_config_warns_when_urgent_routes_are_listed_but_everything_else_is_urgent_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let trap = dir.path().join("trap.toml");
+    std::fs::write(&trap, "[routes]\nurgent = [\"/pay/*\"]\n").unwrap();
+    let (code, _, stderr) = sluicegate(&["check-config", trap.to_str().unwrap()]);
+    assert_eq!(code, 0, "a warning is not an error");
+    assert!(stderr.contains("warning: `routes.urgent`"), "{stderr}");
+    assert!(stderr.contains("default_urgency"), "{stderr}");
+
+    let meant = dir.path().join("meant.toml");
+    std::fs::write(
+        &meant,
+        "[routes]\nurgent = [\"/pay/*\"]\ndefault_urgency = \"non_urgent\"\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = sluicegate(&["check-config", meant.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(!stderr.contains("warning"), "{stderr}");
+}
+
+#[test]
 fn check_config_names_a_missing_file_and_exits_2() {
     let (code, _, stderr) = sluicegate(&["check-config", "/no/such/sluicegate.toml"]);
     assert_eq!(code, 2);

@@ -54,6 +54,7 @@ mod limit;
 mod parse;
 mod units;
 mod validate;
+mod warning;
 
 use std::path::Path;
 use std::time::Duration;
@@ -69,6 +70,7 @@ pub use limit::{Limit, LimitValue};
 pub(crate) use parse::closest;
 #[cfg(feature = "sim")]
 pub(crate) use units::parse_byte_size;
+pub use warning::ConfigWarning;
 
 /// The complete configuration of a gate: one field per TOML table.
 ///

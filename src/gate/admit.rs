@@ -20,9 +20,15 @@ impl<C: Clock> Inner<C> {
             | RejectReason::QuotaExhausted
             | RejectReason::ExceedsCapacity => Event::RefusedRate,
         });
+        // Every refusal says when to come back: a capacity refusal when the work in flight has
+        // turned over, a memory refusal once memory has been read again.
+        let retry_after = retry_after.unwrap_or_else(|| match reason {
+            RejectReason::MemoryCeiling => self.hot.memory_hint.load(Ordering::Relaxed),
+            _ => self.hot.drain_hint.load(Ordering::Relaxed),
+        });
         Rejection {
             reason,
-            retry_after: retry_after.map(Duration::from_nanos),
+            retry_after: Some(Duration::from_nanos(retry_after)),
         }
     }
 

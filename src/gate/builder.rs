@@ -75,6 +75,7 @@ impl<C: Clock> GateBuilder<C> {
     /// with a warning and leaves memory unknown (the memory ceiling open), as a failing probe does.
     pub fn build(self) -> Result<Gate<C>, ConfigError> {
         self.config.validate()?;
+        self.config.log_warnings();
         let now = self.clock.now();
         let settings = Settings::new(self.config, None, self.lookup.is_some());
         let memory = Arc::new(MemoryGauge::new());

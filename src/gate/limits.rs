@@ -68,6 +68,11 @@ pub(super) struct HotLimits {
     /// The urgency of a request without an explicit one when no route table and no lookup can tell
     /// otherwise; [`NEEDS_SETTINGS`] when they can.
     pub(super) implicit_urgency: AtomicU8,
+    /// The `retry_after` of a refusal for lack of capacity (in-flight ceiling, waiters): the time
+    /// the work in flight takes to turn over, the trimmed-mean latency once measured.
+    pub(super) drain_hint: AtomicU64,
+    /// The `retry_after` of a refusal at the memory ceiling: at least until memory is read again.
+    pub(super) memory_hint: AtomicU64,
 }
 
 /// A bucket's parameters in atomics, so that a reload or a learned rate changes them without a lock.
@@ -144,6 +149,20 @@ impl HotLimits {
             }
         };
         self.implicit_urgency.store(implicit, r);
+        let tick = duration_to_nanos(settings.config.sampler.tick);
+        self.drain_hint.store(tick, r);
+        let probe = duration_to_nanos(settings.config.sampler.probe_interval);
+        self.memory_hint.store(tick.max(probe), r);
+    }
+
+    /// The hints above, from the latest trimmed mean (`None` while nothing is measured: the
+    /// tick, the earliest moment anything the refusal rests on can change).
+    pub(super) fn store_hints(&self, trimmed_mean: Option<Nanos>, settings: &Settings) {
+        let tick = duration_to_nanos(settings.config.sampler.tick);
+        let drain = trimmed_mean.unwrap_or(tick).max(1);
+        let probe = duration_to_nanos(settings.config.sampler.probe_interval);
+        self.drain_hint.store(drain, Ordering::Relaxed);
+        self.memory_hint.store(drain.max(probe), Ordering::Relaxed);
     }
 
     /// The in-flight level the non-urgent floor may reach: the ceiling plus `floor_slots`.

@@ -660,6 +660,7 @@ impl<C: Clock> Gate<C> {
     /// file does not undo a [`Gate::set_switch`].
     pub fn reload(&self, config: Config) -> Result<(), ConfigError> {
         config.validate()?;
+        config.log_warnings();
         let inner = &*self.inner;
         let old = inner.settings.load_full();
         let settings = Settings::new(config, Some(&old.ring), inner.lookup.is_some());

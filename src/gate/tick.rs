@@ -492,6 +492,7 @@ impl<C: Clock> Inner<C> {
         let mut max_wait = timeout.saturating_sub(expected);
         let adaptive = settings.config.gate.waiting == Waiting::Adaptive;
         hot.expected_latency.store(expected, Ordering::Relaxed);
+        hot.store_hints(m.figures.trimmed_mean, settings);
         let saturated = adaptive && (self.switch.load().on || learned.probing);
         if saturated && expected > 0 {
             max_wait = max_wait.min((expected as f64 * STANDING_WAIT_SHARE) as u64);
