@@ -152,6 +152,9 @@ pub mod low_tail;
 pub mod middleware;
 pub mod probe;
 pub mod rejection;
+#[cfg(feature = "reload")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reload")))]
+pub mod reload;
 pub mod request;
 pub mod routes;
 pub mod sampler;

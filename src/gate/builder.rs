@@ -145,6 +145,7 @@ impl<C: Clock> GateBuilder<C> {
             system_probe,
             probe_thread: Mutex::new(probe_thread),
             lookup: self.lookup,
+            reloading: ReentrantMutex::new(()),
         };
         inner
             .hot

@@ -79,7 +79,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use crossbeam_utils::CachePadded;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, ReentrantMutex};
 
 use crate::bucket::{Bucket, BucketParams, Reservation};
 use crate::capacity::{
@@ -109,6 +109,7 @@ mod memory_fit;
 mod owned;
 mod permit;
 mod tick;
+mod update;
 pub use builder::GateBuilder;
 use builder::ProbeChoice;
 use limits::HotLimits;
@@ -461,6 +462,8 @@ struct Inner<C: Clock> {
     system_probe: Option<Arc<SystemMemoryProbe>>,
     probe_thread: Mutex<Option<ProbeThread>>,
     lookup: Option<Arc<dyn UrgencyLookup>>,
+    /// Held while a config is put in force, so that reloads and [`Gate::update`]s run one at a time.
+    reloading: ReentrantMutex<()>,
 }
 
 impl Thresholds {
@@ -662,6 +665,7 @@ impl<C: Clock> Gate<C> {
         config.validate()?;
         config.log_warnings();
         let inner = &*self.inner;
+        let _serial = inner.reloading.lock();
         let old = inner.settings.load_full();
         let settings = Settings::new(config, Some(&old.ring), inner.lookup.is_some());
         let g = &settings.config.gate;
