@@ -63,35 +63,30 @@ pub(crate) fn reload_outcome(ok: bool) {
 
 #[cfg(test)]
 mod tests {
-    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    use metrics_exporter_prometheus::PrometheusBuilder;
 
     use super::*;
 
     #[test]
     fn a_reload_is_counted_by_its_result() {
-        let recorder = DebuggingRecorder::new();
-        let snapshotter = recorder.snapshotter();
+        let recorder = PrometheusBuilder::new().build_recorder();
         metrics::with_local_recorder(&recorder, || {
             reload_outcome(true);
             reload_outcome(true);
             reload_outcome(false);
         });
-        // One reading: the debugging recorder resets what it hands out.
-        let mut counts: Vec<(String, u64)> = snapshotter
-            .snapshot()
-            .into_vec()
-            .into_iter()
-            .filter_map(|(key, _, _, value)| {
-                let key = key.key();
-                assert_eq!(key.name(), CONFIG_RELOADS);
-                let label = key.labels().find(|l| l.key() == LABEL_RESULT)?;
-                match value {
-                    DebugValue::Counter(n) => Some((label.value().to_owned(), n)),
-                    _ => None,
-                }
-            })
-            .collect();
-        counts.sort();
-        assert_eq!(counts, [("error".to_owned(), 1), ("ok".to_owned(), 2)]);
+        let text = recorder.handle().render();
+        assert!(
+            text.contains(r#"sluicegate_config_reloads_total{result="ok"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"sluicegate_config_reloads_total{result="error"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains("# HELP sluicegate_config_reloads_total "),
+            "{text}"
+        );
     }
 }

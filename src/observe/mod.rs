@@ -6,26 +6,26 @@
 //! the recorder publishes to no one. Without a recorder every handle is a no-op.
 //!
 //! ```
-//! use sluicegate::{clock::ManualClock, observe::names, Config, Gate, Request};
+//! use metrics_exporter_prometheus::PrometheusBuilder;
+//! use sluicegate::{clock::ManualClock, Config, Gate, Request};
 //! use std::time::Duration;
 //!
-//! # let recorder = metrics_util::debugging::DebuggingRecorder::new();
-//! # let snapshotter = recorder.snapshotter();
-//! # metrics::with_local_recorder(&recorder, || {
-//! // With a recorder installed (here one for this thread only; a service installs one globally):
+//! // A service installs its recorder globally (`install_recorder()`); here, for this thread only.
+//! let recorder = PrometheusBuilder::new().build_recorder();
+//! let prometheus = recorder.handle();
 //! let clock = ManualClock::new();
-//! let gate = Gate::builder(Config::default())
-//!     .clock(clock.clone())
-//!     .without_memory_probe()
-//!     .metrics_label("api") // every metric of this gate carries gate="api"
-//!     .build()?;
+//! let gate = metrics::with_local_recorder(&recorder, || {
+//!     Gate::builder(Config::default())
+//!         .clock(clock.clone())
+//!         .without_memory_probe()
+//!         .metrics_label("api") // every metric of this gate carries gate="api"
+//!         .build()
+//! })?;
 //! drop(gate.try_acquire(&Request::url("/pay")));
-//! clock.advance(Duration::from_millis(100)); // the next tick publishes
-//! gate.snapshot();
-//! # Ok::<(), sluicegate::ConfigError>(())
-//! # })?;
-//! # let published = snapshotter.snapshot().into_vec();
-//! # assert!(published.iter().any(|(k, ..)| k.key().name() == names::REQUESTS));
+//! clock.advance(Duration::from_millis(100));
+//! gate.snapshot(); // the tick is due: it runs, and publishes
+//! let text = prometheus.render();
+//! assert!(text.contains(r#"sluicegate_requests_total{gate="api",result="admitted"} 1"#));
 //! # Ok::<(), sluicegate::ConfigError>(())
 //! ```
 //!
