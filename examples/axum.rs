@@ -2,15 +2,18 @@
 //!
 //! The layer admits, delays or refuses each request; a refused one gets 429 or 503 with
 //! `Retry-After` and a problem body (a gRPC request, a `grpc-status`), and an admitted one keeps
-//! its permit until its response body has been sent. Run with:
+//! its permit until its response body has been sent. `/metrics` (outside the layer) shows the
+//! gate's metrics in the Prometheus text format. Run with:
 //!
 //! ```text
-//! cargo run --example axum --features tower              # serves on 127.0.0.1:3000
+//! cargo run --example axum --features tower,metrics              # serves on 127.0.0.1:3000
 //! curl -i http://127.0.0.1:3000/pay
-//! cargo run --example axum --features tower -- --smoke   # one request to itself, then exits
+//! curl http://127.0.0.1:3000/metrics
+//! cargo run --example axum --features tower,metrics -- --smoke   # asks itself, then exits
 //! ```
 
 use axum::{routing::get, Router};
+use metrics_exporter_prometheus::PrometheusBuilder;
 use sluicegate::middleware::tower::SluiceLayer;
 use sluicegate::{Config, Gate};
 
@@ -27,12 +30,26 @@ non_urgent = ["/browse*"]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let smoke = std::env::args().any(|a| a == "--smoke");
 
+    // The recorder first: the gate registers its metrics when it is built.
+    let prometheus = PrometheusBuilder::new().install_recorder()?;
+
     // The layer, in ten lines.
     let gate = Gate::new(Config::from_toml_str(CONFIG)?)?;
     let app = Router::new()
         .route("/pay", get(|| async { "paid\n" }))
         .route("/browse", get(|| async { "the catalogue\n" }))
         .layer(SluiceLayer::new(gate.clone()));
+
+    // Metrics, outside the layer so that a scrape is never refused. The gate publishes on its
+    // tick; `snapshot()` runs a tick that is due, so an idle gate's figures are fresh too.
+    let scraped = gate.clone();
+    let app = app.route(
+        "/metrics",
+        get(move || {
+            scraped.snapshot();
+            std::future::ready(prometheus.render())
+        }),
+    );
     let address = if smoke {
         "127.0.0.1:0"
     } else {
@@ -50,6 +67,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let reply = get_once(local, "/pay").await?;
     println!("GET /pay -> {reply}");
     println!("{:?}", gate.snapshot().counters);
+    let metrics = get_once(local, "/metrics").await?;
+    for line in metrics
+        .lines()
+        .filter(|l| l.starts_with("sluicegate_in_flight"))
+    {
+        println!("GET /metrics -> {line}");
+    }
     server.abort();
     Ok(())
 }

@@ -150,6 +150,9 @@ pub mod low_tail;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod middleware;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub mod observe;
 pub mod probe;
 pub mod rejection;
 #[cfg(feature = "reload")]

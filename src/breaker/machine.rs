@@ -275,10 +275,20 @@ impl Machine {
     }
 
     fn enter_quiet(&mut self, to: State) {
+        #[cfg(feature = "metrics")]
+        crate::observe::breaker_state_changed(self.state, to);
         self.state = to;
         self.epoch += 1;
         self.probes.clear();
         self.probe_failures = 0;
         self.probe_successes = 0;
+    }
+}
+
+/// A breaker gone while refusing calls no longer counts among those that do.
+#[cfg(feature = "metrics")]
+impl Drop for Machine {
+    fn drop(&mut self) {
+        crate::observe::breaker_dropped(self.state);
     }
 }

@@ -32,6 +32,8 @@ pub struct GateBuilder<C: Clock = MonotonicClock> {
     pub(super) clock: C,
     pub(super) probe: ProbeChoice,
     pub(super) lookup: Option<Arc<dyn UrgencyLookup>>,
+    #[cfg(feature = "metrics")]
+    pub(super) metrics_label: Option<String>,
 }
 
 impl<C: Clock> GateBuilder<C> {
@@ -42,6 +44,8 @@ impl<C: Clock> GateBuilder<C> {
             clock,
             probe: self.probe,
             lookup: self.lookup,
+            #[cfg(feature = "metrics")]
+            metrics_label: self.metrics_label,
         }
     }
 
@@ -71,8 +75,19 @@ impl<C: Clock> GateBuilder<C> {
         self
     }
 
+    /// Labels every metric of this gate `gate="<label>"` (see [`crate::observe`]), so that several
+    /// gates of one process publish apart. Without a label they share their series.
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics_label(mut self, label: impl Into<String>) -> Self {
+        self.metrics_label = Some(label.into());
+        self
+    }
+
     /// Validates the config and builds the gate. A probe thread that cannot be started is reported
     /// with a warning and leaves memory unknown (the memory ceiling open), as a failing probe does.
+    /// With the `metrics` feature, this describes and registers the gate's metrics with the
+    /// recorder in force: install the recorder first.
     pub fn build(self) -> Result<Gate<C>, ConfigError> {
         self.config.validate()?;
         self.config.log_warnings();
@@ -104,6 +119,10 @@ impl<C: Clock> GateBuilder<C> {
             _ => None,
         };
         let gate = &settings.config.gate;
+        #[cfg(feature = "metrics")]
+        let metrics = crate::observe::GateMetrics::register(self.metrics_label.as_deref());
+        #[cfg(feature = "metrics")]
+        let wait_seconds = metrics.wait_histogram();
         let inner = Inner {
             clock: self.clock,
             turnstile: CachePadded::new(Turnstile::new()),
@@ -138,6 +157,8 @@ impl<C: Clock> GateBuilder<C> {
                 urgent_known: false,
                 urgent_fill: 0.0,
                 ceiling_bounded: false,
+                #[cfg(feature = "metrics")]
+                metrics,
             }),
             settings: ArcSwap::from_pointee(settings),
             memory,
@@ -146,6 +167,8 @@ impl<C: Clock> GateBuilder<C> {
             probe_thread: Mutex::new(probe_thread),
             lookup: self.lookup,
             reloading: ReentrantMutex::new(()),
+            #[cfg(feature = "metrics")]
+            wait_seconds,
         };
         inner
             .hot

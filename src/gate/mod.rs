@@ -108,6 +108,7 @@ mod limits;
 mod memory_fit;
 mod owned;
 mod permit;
+mod report;
 mod tick;
 mod update;
 pub use builder::GateBuilder;
@@ -425,6 +426,9 @@ struct Monitor {
     /// The level urgent requests may enter up to while an excess above a lowered ceiling drains
     /// (0 when nothing drains).
     urgent_drain: u64,
+    /// The gate's metrics, published at the end of each tick.
+    #[cfg(feature = "metrics")]
+    metrics: crate::observe::GateMetrics,
 }
 
 /// The switch thresholds in force: the config's, or learned.
@@ -464,6 +468,9 @@ struct Inner<C: Clock> {
     lookup: Option<Arc<dyn UrgencyLookup>>,
     /// Held while a config is put in force, so that reloads and [`Gate::update`]s run one at a time.
     reloading: ReentrantMutex<()>,
+    /// The wait histogram, recorded by requests that waited for their token.
+    #[cfg(feature = "metrics")]
+    wait_seconds: metrics::Histogram,
 }
 
 impl Thresholds {
@@ -514,6 +521,8 @@ impl Gate<MonotonicClock> {
             clock: MonotonicClock::new(),
             probe: ProbeChoice::System,
             lookup: None,
+            #[cfg(feature = "metrics")]
+            metrics_label: None,
         }
     }
 }
@@ -716,58 +725,6 @@ impl<C: Clock> Gate<C> {
             inner.fit_memory(&mut m, in_flight, &inner.settings.load());
         }
         ratio
-    }
-
-    /// What the gate sees now. Runs the sampler's tick if it is due.
-    pub fn snapshot(&self) -> Snapshot {
-        let inner = &*self.inner;
-        let now = inner.clock.now();
-        let mut monitor = inner.monitor.lock();
-        if now >= inner.ticks.next.load(Ordering::Acquire) {
-            inner.evaluate(&mut monitor, now);
-        }
-        let figures = monitor.figures;
-        let learned = monitor.learned;
-        let thresholds = monitor.thresholds;
-        let [p50, p99] = monitor.percentiles.quantiles([0.5, 0.99]);
-        drop(monitor);
-        let in_flight = inner.turnstile.current();
-        Snapshot {
-            at: Duration::from_nanos(now),
-            in_flight,
-            floor_in_flight: inner.floor_in_flight.current(),
-            waiters: inner.waiters.load(Ordering::Acquire),
-            declared_bytes: inner.declared.load(Ordering::Relaxed),
-            trimmed_mean: figures.trimmed_mean.map(Duration::from_nanos),
-            latency_samples: figures.samples,
-            p50,
-            p99,
-            little_qps: figures
-                .trimmed_mean
-                .filter(|&t| t > 0)
-                .map(|t| in_flight as f64 / (t as f64 / 1e9)),
-            completion_rate: figures.completion_rate,
-            demand_rate: figures.demand_rate,
-            mean_wait: figures.mean_wait.map(Duration::from_nanos),
-            memory_ratio: inner.memory.ratio(),
-            switch: inner.switch.load(),
-            switch_flips: inner.switch.flips(),
-            counters: inner.stripes.totals(in_flight),
-            learned,
-            limits: Limits {
-                max_running: thresholds.max_running,
-                max_avg_latency: Duration::from_nanos(thresholds.max_avg_latency),
-                max_qps: thresholds.whole_rate,
-                max_in_flight: inner.hot.max_in_flight.load(Ordering::Relaxed),
-                floor_slots: inner.hot.floor_slots.load(Ordering::Relaxed),
-                floor_credit: inner.hot.floor_credit.load(Ordering::Relaxed),
-                shared_in_flight: inner.hot.shared_cap.load(Ordering::Relaxed),
-                max_wait: Duration::from_nanos(inner.hot.max_wait.load(Ordering::Relaxed)),
-                memory_soft_in_flight: inner.hot.memory_soft_cap.load(Ordering::Relaxed),
-                memory_hard_in_flight: inner.hot.memory_hard_cap.load(Ordering::Relaxed),
-                memory_declared_room: inner.hot.declared_room.load(Ordering::Relaxed),
-            },
-        }
     }
 }
 

@@ -197,6 +197,10 @@ impl<'g, C: Clock> Ticket<'g, C> {
         self.done = true;
         self.inner.waiters.fetch_sub(1, Ordering::AcqRel);
         self.inner.stripes.add_wait(self.reservation.wait);
+        #[cfg(feature = "metrics")]
+        self.inner
+            .wait_seconds
+            .record(self.reservation.wait as f64 / 1e9);
         let class = if self.urgent_bucket {
             Class::Known(self.urgency)
         } else {

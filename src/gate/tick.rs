@@ -232,6 +232,8 @@ impl<C: Clock> Inner<C> {
         self.evaluate_switch(&figures, m.thresholds, &mut m.pace, learning, now);
         self.update_max_wait(m, &settings);
         self.configure_turnstile(now);
+        #[cfg(feature = "metrics")]
+        self.publish_metrics(m, now);
     }
 
     /// Puts the turnstile in the mode the whole gate's rate and the longest wait now allow, and

@@ -138,5 +138,8 @@ impl Loader {
 /// Where the outcome of every attempt goes beyond [`Tally`] and the log: metrics are recorded
 /// here.
 fn record(outcome: bool) {
+    #[cfg(feature = "metrics")]
+    crate::observe::reload_outcome(outcome);
+    #[cfg(not(feature = "metrics"))]
     let _ = outcome;
 }
