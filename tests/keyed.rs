@@ -223,7 +223,10 @@ fn evict_idle_drops_keys_full_again_for_idle_and_changes_no_decision() {
     assert_eq!(l.evict_idle(), 1);
     assert!(l.is_empty());
     l.shrink_to_fit();
-    assert!(l.remove(&5) == false);
+    l.try_acquire(&3, 10).unwrap();
+    assert!(!l.remove(&5), "a key not held");
+    assert!(l.remove(&3));
+    assert_eq!(l.available(&3), 10, "a removed key starts again fresh");
 }
 
 #[test]
