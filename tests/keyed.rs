@@ -230,6 +230,30 @@ fn evict_idle_drops_keys_full_again_for_idle_and_changes_no_decision() {
 }
 
 #[test]
+fn keys_full_again_for_idle_are_dropped_as_new_keys_arrive() {
+    let clock = ManualClock::new();
+    let l = KeyedLimiter::<u64>::builder(gcra(10, 10))
+        .max_keys(256) // one shard: every new key sweeps the same keys
+        .idle(S)
+        .build(clock.clone())
+        .unwrap();
+    for key in 0..10 {
+        l.try_acquire(&key, 1).unwrap();
+    }
+    clock.advance(S + 100 * MS); // full again at 0.1 s, idle for 1 s
+    for key in 100..110 {
+        l.try_acquire(&key, 1).unwrap();
+    }
+    assert_eq!(
+        l.len(),
+        10,
+        "each new key checked two keys and dropped the idle ones"
+    );
+    assert_eq!(l.stats().dropped_full, 10);
+    assert_eq!(l.available(&100), 9);
+}
+
+#[test]
 fn eight_threads_on_one_key_admit_exactly_its_burst() {
     let clock = ManualClock::new();
     let l = Arc::new(

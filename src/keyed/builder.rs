@@ -77,8 +77,8 @@ impl<K: Hash + Eq, R: KeyedRule> KeyedBuilder<K, R> {
     }
 
     /// Asks `resolve` for the limit of each new key not in the override table (`None`: the
-    /// default). It runs once per key arrival, outside every lock; the answer holds while the key
-    /// is held. At most 256 distinct configurations are kept; beyond them, and for an invalid
+    /// default). It runs once per key arrival (and for `available` / `capacity` of a key not
+    /// held), outside every lock; the answer holds while the key is held. At most 256 distinct configurations are kept; beyond them, and for an invalid
     /// one, the key gets the default (with a `tracing` warning).
     pub fn override_with(
         mut self,
