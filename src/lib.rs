@@ -144,6 +144,7 @@ pub mod counters;
 pub mod gate;
 pub mod hinge;
 pub mod inflight;
+pub mod keyed;
 pub mod limit;
 pub mod lookup;
 pub mod low_tail;

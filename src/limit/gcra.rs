@@ -31,9 +31,50 @@ use super::{exceeds_capacity, refused, Limiter};
 pub struct Gcra<C: Clock = MonotonicClock, St = AtomicStore> {
     clock: C,
     store: St,
-    /// Nanoseconds per call.
-    interval: Nanos,
-    burst: u64,
+    step: GcraStep,
+}
+
+/// GCRA's arithmetic on a TAT, apart from where the TAT is kept: shared by [`Gcra`] and the
+/// keyed limiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GcraStep {
+    /// Nanoseconds per call (at least 1).
+    pub(crate) interval: Nanos,
+    /// Calls at once.
+    pub(crate) burst: u64,
+}
+
+impl GcraStep {
+    /// The step of a validated configuration.
+    pub(crate) fn new(config: &GcraConfig) -> Self {
+        GcraStep {
+            interval: duration_to_nanos(config.per).div_ceil(config.rate).max(1),
+            burst: config.burst,
+        }
+    }
+
+    /// The TAT after admitting `n` at `now`, or the refusal with the exact wait. `n` must not
+    /// exceed the burst.
+    pub(crate) fn take(&self, tat: Nanos, now: Nanos, n: u64) -> Result<Nanos, Rejection> {
+        let window = self.burst.saturating_mul(self.interval);
+        let after = tat.max(now).saturating_add(n.saturating_mul(self.interval));
+        let conforms_at = after.saturating_sub(window);
+        if conforms_at <= now && after < u64::MAX {
+            Ok(after)
+        } else {
+            Err(refused(
+                RejectReason::RateLimited,
+                conforms_at.saturating_sub(now).max(1),
+            ))
+        }
+    }
+
+    /// Calls that `take` would admit at `now`.
+    pub(crate) fn available(&self, tat: Nanos, now: Nanos) -> u64 {
+        let ahead = tat.saturating_sub(now);
+        let window = self.burst.saturating_mul(self.interval);
+        window.saturating_sub(ahead) / self.interval
+    }
 }
 
 impl<C: Clock> Gcra<C> {
@@ -50,14 +91,13 @@ impl<C: Clock, St: StateStore<u64>> Gcra<C, St> {
         Ok(Gcra {
             clock,
             store,
-            interval: duration_to_nanos(config.per).div_ceil(config.rate),
-            burst: config.burst,
+            step: GcraStep::new(&config),
         })
     }
 
     /// Nanoseconds between two calls at the sustained rate.
     pub fn interval(&self) -> Nanos {
-        self.interval
+        self.step.interval
     }
 }
 
@@ -69,36 +109,23 @@ impl<C: Clock, St: StateStore<u64>> Limiter for Gcra<C, St> {
     }
 
     fn try_acquire(&self, n: u64) -> Result<(), Rejection> {
-        if n > self.burst {
+        if n > self.step.burst {
             return Err(exceeds_capacity());
         }
         let now = self.clock.now();
-        let window = self.burst.saturating_mul(self.interval);
         self.store.update(|tat| {
-            let after = (*tat)
-                .max(now)
-                .saturating_add(n.saturating_mul(self.interval));
-            let conforms_at = after.saturating_sub(window);
-            if conforms_at <= now && after < u64::MAX {
-                *tat = after;
-                Ok(())
-            } else {
-                Err(refused(
-                    RejectReason::RateLimited,
-                    conforms_at.saturating_sub(now).max(1),
-                ))
-            }
+            let after = self.step.take(*tat, now, n)?;
+            *tat = after;
+            Ok(())
         })
     }
 
     fn available(&self) -> u64 {
         let now = self.clock.now();
-        let ahead = self.store.read(|tat| tat.saturating_sub(now));
-        let window = self.burst.saturating_mul(self.interval);
-        window.saturating_sub(ahead) / self.interval
+        self.store.read(|tat| self.step.available(*tat, now))
     }
 
     fn capacity(&self) -> u64 {
-        self.burst
+        self.step.burst
     }
 }

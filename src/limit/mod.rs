@@ -43,7 +43,7 @@ use crate::rejection::{RejectReason, Rejection};
 mod concurrency;
 mod config;
 mod fixed_window;
-mod gcra;
+pub(crate) mod gcra;
 mod quota;
 mod sliding_log;
 mod sliding_window;
@@ -53,6 +53,7 @@ pub(crate) mod units;
 mod wait;
 
 pub use self::concurrency::{ConcurrencyLimiter, ConcurrencyPermit};
+pub(crate) use self::config::check;
 pub use self::config::{
     ConcurrencyConfig, GcraConfig, LimitConfigError, QuotaConfig, TokenBucketConfig, WaitConfig,
     WaitOrder, WindowLimitConfig,
@@ -86,7 +87,7 @@ pub trait Limiter: Send + Sync {
 }
 
 /// A refusal that would succeed `wait` nanoseconds from now.
-fn refused(reason: RejectReason, wait: Nanos) -> Rejection {
+pub(crate) fn refused(reason: RejectReason, wait: Nanos) -> Rejection {
     Rejection {
         reason,
         retry_after: Some(Duration::from_nanos(wait)),
@@ -94,6 +95,6 @@ fn refused(reason: RejectReason, wait: Nanos) -> Rejection {
 }
 
 /// The refusal of a request above the capacity.
-fn exceeds_capacity() -> Rejection {
+pub(crate) fn exceeds_capacity() -> Rejection {
     Rejection::new(RejectReason::ExceedsCapacity)
 }
