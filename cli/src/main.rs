@@ -85,6 +85,11 @@ enum Command {
     /// Run a real HTTP server on 127.0.0.1 under an open-loop load, first unprotected, then behind
     /// sluicegate's tower layer with a new gate, and print what each run achieved: goodput, urgent
     /// and non-urgent success, latency, refusals, second by second. Stops by itself.
+    ///
+    /// The server has W workers busy S each (capacity C = W / S; by default 8 / 20ms = 400
+    /// requests per second, so that one 2-core machine can run the server, the gate and a client
+    /// offering 5 x C); the table shows the rate the client actually achieved. Each run lasts
+    /// --seconds plus the client timeout.
     Demo(demo::DemoArgs),
     /// Check a config file: print the effective configuration (every key, defaults filled in), or
     /// every error with the key, the value and the rule it breaks. Exit status 0 when valid, 2 when not.

@@ -181,6 +181,7 @@ pub(crate) struct GateSample {
 /// What the server saw of a run.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ServerFigures {
+    pub(crate) arrived: u64,
     pub(crate) completed: u64,
     pub(crate) abandoned_queued: u64,
     pub(crate) abandoned_in_service: u64,
@@ -272,6 +273,7 @@ async fn drive(mode: Mode, setup: &Setup) -> Result<Run, Box<dyn std::error::Err
     let gate_samples = watcher.await.unwrap_or_default();
     let counts = &server.counts;
     let figures = ServerFigures {
+        arrived: counts.arrived.load(Ordering::Relaxed),
         completed: counts.completed.load(Ordering::Relaxed),
         abandoned_queued: counts.abandoned_queued.load(Ordering::Relaxed),
         abandoned_in_service: counts.abandoned_in_service.load(Ordering::Relaxed),
@@ -300,7 +302,9 @@ async fn watch(
 ) -> Vec<GateSample> {
     let millis = u64::try_from(expected.as_millis()).unwrap_or(u64::MAX);
     let bar = ProgressBar::with_draw_target(Some(millis), ProgressDrawTarget::stderr());
-    if let Ok(style) = ProgressStyle::with_template("{prefix:>12} [{bar:30}] {elapsed} {msg}") {
+    if let Ok(style) =
+        ProgressStyle::with_template("{prefix:>11} [{bar:20}] {elapsed:>3} {wide_msg}")
+    {
         bar.set_style(style.progress_chars("=> "));
     }
     bar.set_prefix(mode.name());
@@ -326,7 +330,7 @@ async fn watch(
         bar.set_position(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
         let count = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
         bar.set_message(format!(
-            "sent {}  ok {}  refused {}  timed out {}",
+            "sent {} ok {} refused {} timed out {}",
             count(&live.sent),
             count(&live.answered),
             count(&live.refused),

@@ -176,8 +176,9 @@ fn seconds(setup: &Setup, run: &Run) -> String {
     let server = &run.server;
     let _ = writeln!(
         out,
-        "server: {} served to the end; {} dropped when hyper found their client gone ({} before \
+        "server: {} reached the handler, {} served to the end; {} dropped when hyper found their client gone ({} before \
          reaching a worker, {} after: worker time spent in vain); longest queue for a worker {}.",
+        thousands(server.arrived as f64),
         thousands(server.completed as f64),
         thousands((server.abandoned_queued + server.abandoned_in_service) as f64),
         thousands(server.abandoned_queued as f64),
