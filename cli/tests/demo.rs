@@ -94,6 +94,9 @@ fn demo_runs_unprotected_then_protected_counts_every_request_once_and_ends_by_it
         "{stdout}"
     );
     assert!(stdout.contains("protected, second by second:"), "{stdout}");
+    // What the server and the gate saw.
+    assert_eq!(stdout.matches("\nserver: ").count(), 2, "{stdout}");
+    assert_eq!(stdout.matches("\ngate: admitted ").count(), 1, "{stdout}");
 
     // Every request sent is answered, refused, timed out or an error, once, in every second.
     let csv = std::fs::read_to_string(out.join("timeline.csv")).unwrap();

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use sluicegate::Gate;
+use sluicegate::{Gate, Snapshot};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -196,8 +196,8 @@ pub(crate) struct Run {
     pub(crate) server: ServerFigures,
     /// One sample per second, protected runs only.
     pub(crate) gate: Vec<GateSample>,
-    /// The gate's switch flips over the run, protected runs only.
-    pub(crate) switch_flips: Option<u64>,
+    /// The gate's view of the run at its end, protected runs only.
+    pub(crate) gate_end: Option<Snapshot>,
 }
 
 /// Runs `sluicegate demo`: exit status 2 for bad arguments, 1 when a run cannot start or the
@@ -279,14 +279,14 @@ async fn drive(mode: Mode, setup: &Setup) -> Result<Run, Box<dyn std::error::Err
         abandoned_in_service: counts.abandoned_in_service.load(Ordering::Relaxed),
         max_queued: counts.max_queued.load(Ordering::Relaxed),
     };
-    let switch_flips = server.gate.as_ref().map(|g| g.snapshot().switch_flips);
+    let gate_end = server.gate.as_ref().map(Gate::snapshot);
     server.stop();
     Ok(Run {
         mode,
         tally: tally::tally(&generated, setup.seconds),
         server: figures,
         gate: gate_samples,
-        switch_flips,
+        gate_end,
     })
 }
 

@@ -200,8 +200,19 @@ fn seconds(setup: &Setup, run: &Run) -> String {
             .collect();
         let _ = writeln!(out, "refusals by reason: {}.", reasons.join(", "));
     }
-    if let Some(flips) = run.switch_flips {
-        let _ = writeln!(out, "gate: the switch flipped {flips} times.");
+    if let Some(snapshot) = &run.gate_end {
+        let c = &snapshot.counters;
+        let _ = writeln!(
+            out,
+            "gate: admitted {}, refused {}; released {} as succeeded, {} as failed, {} as \
+             cancelled; the switch flipped {} times.",
+            thousands(c.admitted as f64),
+            thousands(c.refused() as f64),
+            thousands(c.succeeded as f64),
+            thousands(c.failed as f64),
+            thousands(c.cancelled as f64),
+            snapshot.switch_flips
+        );
     }
     out
 }
