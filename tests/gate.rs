@@ -1006,3 +1006,31 @@ fn a_snapshot_serializes_with_durations_in_seconds() {
     assert_eq!(json["switch"]["mode"], "auto");
     assert_eq!(json["in_flight"], s.in_flight);
 }
+
+#[test]
+fn cancelled_calls_are_not_counted_as_completions_of_the_service() {
+    let mut config = small_config();
+    config.sampler.tick = Duration::from_secs(1);
+    let (gate, clock, _) = gate_with(config);
+    // Two calls served, three whose callers went away while the handler ran.
+    for _ in 0..2 {
+        drop(gate.try_acquire(&Request::url("/x")).unwrap());
+    }
+    for _ in 0..3 {
+        let mut call = task::spawn(gate.call(
+            Request::url("/x"),
+            || std::future::pending::<()>(),
+            |_| async {},
+        ));
+        assert_pending!(call.poll());
+        drop(call);
+    }
+    clock.advance(Duration::from_secs(1));
+    let s = gate.snapshot();
+    assert_eq!((s.counters.succeeded, s.counters.cancelled), (2, 3));
+    assert!(
+        (s.completion_rate - 2.0).abs() < 1e-9,
+        "{}",
+        s.completion_rate
+    );
+}

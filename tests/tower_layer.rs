@@ -458,6 +458,15 @@ async fn a_client_gone_mid_request_releases_its_permit() {
     assert_eq!(s.in_flight, 0);
     assert_eq!(s.counters.admitted, 1);
     assert_eq!(s.counters.released(), 1);
+    // Not served: a cancellation, which teaches the gate nothing about the service's capacity.
+    assert_eq!(
+        (
+            s.counters.cancelled,
+            s.counters.succeeded,
+            s.counters.failed
+        ),
+        (1, 0, 0)
+    );
     server.abort();
 }
 

@@ -81,6 +81,11 @@ impl<C: Clock> OwnedPermit<C> {
         self.outcome = Outcome::Failed;
     }
 
+    /// Marks the request as cancelled unless released otherwise later.
+    pub(crate) fn mark_cancelled(&mut self) {
+        self.outcome = Outcome::Cancelled;
+    }
+
     /// How long the request waited for its token (kept apart from the handler's latency).
     pub fn waited(&self) -> Duration {
         Duration::from_nanos(self.waited)

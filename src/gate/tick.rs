@@ -139,7 +139,10 @@ impl<C: Clock> Inner<C> {
         let turned_away = totals.refused() > last.refused();
         if elapsed > 0 {
             let secs = elapsed as f64 / 1e9;
-            let completed = totals.released().saturating_sub(last.released());
+            // Cancelled requests were not served: counted, they would pass the rate at which
+            // clients give up for the service's capacity.
+            let done = |c: &Counters| c.succeeded + c.failed;
+            let completed = done(&totals).saturating_sub(done(&last));
             figures.nothing_completed = completed == 0;
             figures.completion_rate = completed as f64 / secs;
             // Demand: everything that got past the hard ceilings, admitted or refused by a bucket.

@@ -148,10 +148,13 @@ impl<C: Clock> Exchange<C> {
             // size the allocator serves from its per-thread cache (measured in benches/layer.rs).
             Some(classify) => Box::pin(decide(&self.gate, classify, request)).await,
         };
-        let permit = match decided {
+        let mut permit = match decided {
             Ok(permit) => permit,
             Err(rejection) => return Ok(self.refuse(&rejection, request.headers())),
         };
+        // Until the answer comes back, a release is a cancellation (the client went away and the
+        // server dropped the exchange): not a success, and no latency to learn from.
+        permit.mark_cancelled();
         let future = service.call(request);
         drop(service);
         let (outcome, permit) = Holding {
