@@ -1,7 +1,19 @@
 //! A laboratory for capacity estimators: the random service family (`sluicegate::sim::family`)
-//! run with a scratch estimator next to a reference "oracle" told the workers, the real gate on
-//! its defaults (`sluicegate-auto`), the static limit told W and no protection, each judged by the
-//! family's bars.
+//! run with a scratch estimator (`lab`, `capacity_lab/lab.rs`) next to references, each judged by
+//! the family's bars: `oracle` and `oracle-own` (the admission policy of `capacity_lab/policy.rs`
+//! told W by the simulator, which no gate knows; `oracle` with the older urgent headroom),
+//! `hinge` (the previous scratch estimator), the real gate on its defaults (`sluicegate-auto`),
+//! the static limit told W and no protection.
+//!
+//! The estimators use only what an in-process gate sees: their own admissions and refusals, the
+//! requests they hold in flight, each admitted request's urgency, latency and completion time.
+//! Only the oracles read `BackendView::workers`.
+//!
+//! Per strategy it prints the draws at goodput ratio >= 0.9, the median ratio and the misses of
+//! every other bar (missed/applicable), then the subject's failing draws, worst first, with the
+//! ratios of `oracle-own` ("or") and `sluicegate-auto` ("au") and the draw's parameters. `--draw I`
+//! runs one draw, prints the subject's per-tick trace on stderr, its timeline around the flood and
+//! every strategy's failed bars.
 //!
 //! ```sh
 //! cargo run --release --features sim --example capacity_lab -- --seed 1
@@ -15,9 +27,8 @@ use sluicegate::sim::family::bars::{self, BarKind, DrawBars};
 use sluicegate::sim::family::{self, report, DrawResult, StrategyFactory};
 use sluicegate::sim::Strategy;
 
-mod hinge {
-    include!("/tmp/lab/hinge_mod.rs");
-}
+#[path = "capacity_lab/hinge.rs"]
+mod hinge;
 #[path = "capacity_lab/lab.rs"]
 mod lab;
 #[path = "capacity_lab/oracle.rs"]
@@ -159,7 +170,8 @@ fn main() -> ExitCode {
             .filter(|(n, _)| *n == a.subject)
             .cloned()
             .collect();
-        let r = family::run_draw(&family::draw(a.seed, i), &only);
+        // The traced run: only the subject prints its ticks (on stderr).
+        let _ = family::run_draw(&family::draw(a.seed, i), &only);
         TRACE.store(false, Ordering::Relaxed);
         let r = family::run_draw(&family::draw(a.seed, i), &extras);
         for name in JUDGED {
@@ -212,7 +224,7 @@ fn main() -> ExitCode {
         .iter()
         .filter_map(|r| {
             let b = bars::check_draw(r, &a.subject).ok()?;
-            let others: Vec<String> = ["oracle", family::SUBJECT]
+            let others: Vec<String> = ["oracle-own", family::SUBJECT]
                 .iter()
                 .filter_map(|n| bars::check_draw(r, n).ok().map(|o| format!("{:.2}", o.ratio)))
                 .collect();

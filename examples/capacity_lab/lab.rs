@@ -1,14 +1,20 @@
 //! The scratch estimator: W from the knee of latency against admission level.
 //!
-//! * Measured, per admitted request: the requests in flight when it was admitted (its level,
-//!   counted by the gate itself) and its latency.
-//! * Pooled by level band (8 per octave), but only once the request's admission cohort (a 10 ms
-//!   bucket) is complete or old enough (then the requests still out count with the time they have
-//!   waited so far): the quick ones of a cohort never make the base alone.
-//! * Inferred: latency = s0 · max(1, level ÷ k) fitted over the bands; k is W (a FIFO backend
-//!   serves up to W at once, every request beyond waits its turn), s0 the base latency.
-//! * Limit: limit_for(k); before a knee shows, a slow start (+G per completion from the limit),
-//!   never past twice the highest level shown free of a knee.
+//! * Measured, per admitted request: the requests in flight just after it was admitted (its
+//!   level, counted by the gate itself) and its latency.
+//! * Pooled by level band (8 per octave: count, Σ latency, Σ latency², Σ level), but only once the
+//!   request's admission cohort (a 10 ms bucket) has fully returned, or is 4 latency scales old
+//!   (then the requests still out count with the time they have waited so far): the quick ones of
+//!   a cohort never make the base alone. A band forgets slowly (it keeps about 256 samples).
+//! * Inferred: latency = s0 · max(1, level ÷ k), fitted over the bands every 10 ms; k is W (a
+//!   FIFO backend serves W at once, each request beyond waits its turn), s0 the base latency. A
+//!   knee counts only where some band above it is ≥ 1.3 s0 *and* 3 standard errors above s0, and
+//!   it explains the data clearly better than no knee.
+//! * Limit: limit_for(1.1 k) once a knee shows. Before that, a slow start from 2: +3 per
+//!   completion that came back at base latency while the limit binds (a refusal within two
+//!   latency scales), never past twice the highest level whose band came back at base latency.
+//!   A knee that no longer shows while the limit binds is dropped, and the slow start resumes.
+//! * Admission: the shared policy of `policy.rs` with urgent requests on their own cap.
 
 use std::collections::{HashMap, VecDeque};
 
