@@ -93,7 +93,9 @@ const JUDGED: [&str; 7] = [
 fn extras() -> Vec<(&'static str, StrategyFactory<'static>)> {
     vec![
         ("lab", &|| Box::new(lab::Lab::new()) as Box<dyn Strategy>),
-        ("hinge", &|| Box::new(hinge::Hinge::new()) as Box<dyn Strategy>),
+        ("hinge", &|| {
+            Box::new(hinge::Hinge::new()) as Box<dyn Strategy>
+        }),
         ("oracle", &|| {
             Box::new(oracle::Oracle::new(policy::Headroom::Spare)) as Box<dyn Strategy>
         }),
@@ -226,7 +228,11 @@ fn main() -> ExitCode {
             let b = bars::check_draw(r, &a.subject).ok()?;
             let others: Vec<String> = ["oracle-own", family::SUBJECT]
                 .iter()
-                .filter_map(|n| bars::check_draw(r, n).ok().map(|o| format!("{:.2}", o.ratio)))
+                .filter_map(|n| {
+                    bars::check_draw(r, n)
+                        .ok()
+                        .map(|o| format!("{:.2}", o.ratio))
+                })
                 .collect();
             let failed: Vec<String> = b
                 .failed()

@@ -3,9 +3,9 @@
 //! admission policy, a slow start of +3 per completion at the limit capped at twice the highest
 //! level shown free of a knee.
 
-use std::collections::HashMap;
 use sluicegate::clock::Nanos;
 use sluicegate::sim::{AttemptId, BackendView, Offer, Strategy};
+use std::collections::HashMap;
 const TICK: Nanos = 100_000_000;
 const BUCKET: Nanos = 10_000_000;
 const SUB: f64 = 4.0;
@@ -187,7 +187,11 @@ impl Hinge {
             return (nu as u64, (l + 1.0) as u64);
         }
         let uf = (self.urgent_fast * s0 / w).min(0.8);
-        let h = if uf < 0.01 { 1.0 } else { (-(1000f64.ln()) / uf.ln()).ceil() };
+        let h = if uf < 0.01 {
+            1.0
+        } else {
+            (-(1000f64.ln()) / uf.ln()).ceil()
+        };
         let h = h.min((4.0 * w).max(2.0));
         (l as u64, (l + h) as u64)
     }
@@ -230,7 +234,9 @@ impl Strategy for Hinge {
     }
     fn abandon(&mut self, _: AttemptId, _: Nanos) {}
     fn complete(&mut self, id: AttemptId, now: Nanos, _: bool) {
-        let Some((at, level)) = self.attempts.remove(&id) else { return };
+        let Some((at, level)) = self.attempts.remove(&id) else {
+            return;
+        };
         self.in_flight -= 1;
         let lat = (now - at) as f64;
         if self.lat_scale == 0.0 {

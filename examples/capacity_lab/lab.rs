@@ -123,7 +123,11 @@ impl Lab {
                 let mut s = o.returned;
                 // The ones still out have waited at least this long.
                 let waited = o.out * now as f64 - o.out_admitted;
-                let sq = if o.out > 0.0 { waited * waited / o.out } else { 0.0 };
+                let sq = if o.out > 0.0 {
+                    waited * waited / o.out
+                } else {
+                    0.0
+                };
                 s.add(o.out, waited, sq, o.out_level);
                 if s.n > 0.0 {
                     let band = &mut self.bands[i];
@@ -227,7 +231,10 @@ impl Lab {
                 self.bands
                     .iter()
                     .filter(|b| b.n >= 8.0)
-                    .map(|b| ((b.level / b.n).round(), ((b.lat / b.n) / 1e5).round() / 10.0))
+                    .map(|b| (
+                        (b.level / b.n).round(),
+                        ((b.lat / b.n) / 1e5).round() / 10.0
+                    ))
                     .collect::<Vec<_>>()
             );
         }
@@ -238,7 +245,10 @@ impl Lab {
 
 impl Strategy for Lab {
     fn offer(&mut self, id: AttemptId, urgent: bool, now: Nanos, _: &BackendView) -> Offer {
-        if !self.gate.admit(urgent, now, self.limit, self.w_est, self.s0) {
+        if !self
+            .gate
+            .admit(urgent, now, self.limit, self.w_est, self.s0)
+        {
             return Offer::Refuse { retry_after: None };
         }
         let level = self.gate.in_flight;

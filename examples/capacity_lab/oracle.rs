@@ -42,8 +42,7 @@ impl Strategy for Oracle {
         self.w = Some(w);
         let s0 = self.s0();
         if self.gate.admit(urgent, now, limit_for(w), Some(w), s0) {
-            self.attempts
-                .insert(id, (now, self.gate.in_flight, urgent));
+            self.attempts.insert(id, (now, self.gate.in_flight, urgent));
             Offer::Admit
         } else {
             Offer::Refuse { retry_after: None }

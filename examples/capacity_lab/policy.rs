@@ -1,14 +1,18 @@
-//! The admission policy shared by the oracle and the lab estimator: given a limit L, an estimate
+//! The admission policy shared by the oracles and the lab estimator: given a limit L, an estimate
 //! of the workers W and the base latency s0, whether a request of either class may go in.
 //!
 //! * Non-urgent requests are admitted while fewer than L requests are in flight; once urgent
-//!   demand alone reaches 0.8 C, only below L − U − 2√U (U = urgent requests in flight at base
-//!   latency), so that urgent traffic keeps the backend.
-//! * Urgent requests count against their own cap: admitted while fewer than L *urgent* requests
-//!   are in flight, whatever the non-urgent ones hold. Non-urgent requests only enter below L, so
-//!   the excess above L is urgent work alone, which drains while urgent demand is below C.
-//!   ([`Headroom::Spare`] is the older rule: urgent requests below L + h in all, where h is the
-//!   headroom an urgent excess of share u overruns once in a thousand, u^h ≤ 10⁻³.)
+//!   demand alone reaches 0.8 C (C = W ÷ s0), only below L − U − 2√U (U = urgent requests in
+//!   flight at base latency), so that urgent traffic keeps the backend.
+//! * [`Headroom::Own`]: urgent requests count against a cap of their own, whatever the non-urgent
+//!   ones hold: fewer than 2L + h *urgent* requests in flight while urgent demand is light (h is
+//!   the headroom an urgent excess of share u overruns once in a thousand, u^h ≤ 10⁻³), fewer than
+//!   L in an urgent flood (u ≥ 0.8). Non-urgent requests only enter below L, so what is in flight
+//!   above L is urgent work alone, which drains while urgent demand is below C; and the bursts of
+//!   a backend whose answers come in waves (constant service times) no longer refuse urgent work.
+//!   Before W and s0 are known, urgent requests go in below L + 1 in all.
+//! * [`Headroom::Spare`] is the older rule of the previous notes: urgent requests below L + h in
+//!   all (L + 1 in an urgent flood).
 
 use sluicegate::clock::Nanos;
 
@@ -126,9 +130,7 @@ impl Admission {
             return n < l.floor();
         }
         let uf = (self.urgent.fast * s0 / w).min(0.8);
-        let h = if flood {
-            1.0
-        } else if uf < 0.01 {
+        let h = if flood || uf < 0.01 {
             1.0
         } else {
             (-(1000f64.ln()) / uf.ln()).ceil()
