@@ -2,8 +2,7 @@
 //! run with a scratch estimator (`lab`, `capacity_lab/lab.rs`) next to references, each judged by
 //! the family's bars: `oracle` and `oracle-own` (the admission policy of `capacity_lab/policy.rs`
 //! told W by the simulator, which no gate knows; `oracle` with the older urgent headroom),
-//! `hinge` (the previous scratch estimator), the real gate on its defaults (`sluicegate-auto`),
-//! the static limit told W and no protection.
+//! the real gate on its defaults (`sluicegate-auto`), the static limit told W and no protection.
 //!
 //! The estimators use only what an in-process gate sees: their own admissions and refusals, the
 //! requests they hold in flight, each admitted request's urgency, latency and completion time.
@@ -27,8 +26,6 @@ use sluicegate::sim::family::bars::{self, BarKind, DrawBars};
 use sluicegate::sim::family::{self, report, DrawResult, StrategyFactory};
 use sluicegate::sim::Strategy;
 
-#[path = "capacity_lab/hinge.rs"]
-mod hinge;
 #[path = "capacity_lab/lab.rs"]
 mod lab;
 #[path = "capacity_lab/oracle.rs"]
@@ -80,11 +77,10 @@ fn args() -> Result<Args, String> {
     Ok(a)
 }
 
-const JUDGED: [&str; 7] = [
+const JUDGED: [&str; 6] = [
     "lab",
     "oracle",
     "oracle-own",
-    "hinge",
     family::SUBJECT,
     family::STATIC,
     family::UNPROTECTED,
@@ -93,9 +89,6 @@ const JUDGED: [&str; 7] = [
 fn extras() -> Vec<(&'static str, StrategyFactory<'static>)> {
     vec![
         ("lab", &|| Box::new(lab::Lab::new()) as Box<dyn Strategy>),
-        ("hinge", &|| {
-            Box::new(hinge::Hinge::new()) as Box<dyn Strategy>
-        }),
         ("oracle", &|| {
             Box::new(oracle::Oracle::new(policy::Headroom::Spare)) as Box<dyn Strategy>
         }),
