@@ -206,7 +206,12 @@ fn summary(
         let local = (after.lease_admitted + after.cached_refusals)
             - (before[i].lease_admitted + before[i].cached_refusals);
         let all = after.decisions() - before[i].decisions();
-        row(name, &hists[i + 1], spent[i + 1], Some(local as f64 / all as f64));
+        row(
+            name,
+            &hists[i + 1],
+            spent[i + 1],
+            Some(local as f64 / all as f64),
+        );
     }
 
     let multi = tokio::runtime::Builder::new_multi_thread()
@@ -215,7 +220,17 @@ fn summary(
         .build()
         .expect("a runtime");
     println!("\n{TASKS} concurrent tasks, {PER_TASK} decisions each:");
-    for (name, limiter) in [("limiter", plain), ("limiter_lease_100", leased)] {
+    // A store of its own: a store's connection runs on the runtime of its first call.
+    let store = RedisStore::new(RedisStoreConfig {
+        url: setup.url.clone(),
+        ..RedisStoreConfig::default()
+    })
+    .expect("a valid store");
+    let (plain, leased) = (
+        limiter(&store, "plain-mt", 0),
+        limiter(&store, "leased-mt", 100),
+    );
+    for (name, limiter) in [("limiter", &plain), ("limiter_lease_100", &leased)] {
         let before = limiter.stats();
         let start = Instant::now();
         multi.block_on(async {
@@ -239,11 +254,15 @@ fn summary(
             - (before.fallback_admitted + before.fallback_refused);
         println!("  {name}: {rate:.0} decisions/s ({fallback} decided by the fallback)");
     }
-    let stats = setup.store.stats();
-    println!(
-        "store: {} calls, {} timeouts, {} errors, {} fallbacks",
-        stats.calls, stats.timeouts, stats.errors, stats.to_fallback
-    );
+    for (what, stats) in [
+        ("one at a time", setup.store.stats()),
+        ("concurrent", store.stats()),
+    ] {
+        println!(
+            "store ({what}): {} calls, {} timeouts, {} errors, {} fallbacks",
+            stats.calls, stats.timeouts, stats.errors, stats.to_fallback
+        );
+    }
 }
 
 fn new_histogram() -> Histogram<u64> {

@@ -20,8 +20,8 @@ use sluicegate::limit::{
     Gcra, GcraConfig, Limiter, SlidingWindow, TokenBucket, TokenBucketConfig, WindowLimitConfig,
 };
 use sluicegate::store::redis::{
-    try_acquire_each, LimitKind, OnStoreFailure, RedisConfigError, RedisLimitConfig,
-    RedisLimiter, RedisStore, RedisStoreConfig, StoreMode,
+    try_acquire_each, LimitKind, OnStoreFailure, RedisConfigError, RedisLimitConfig, RedisLimiter,
+    RedisStore, RedisStoreConfig, StoreMode,
 };
 use sluicegate::RejectReason;
 
@@ -108,7 +108,11 @@ async fn redis_time_micros(conn: &mut redis::aio::MultiplexedConnection) -> u64 
 /// Runs `calls` decisions through Redis and through the local limiter, on a manual clock set
 /// to Redis' time of each decision; every decision and every `retry_after` (rounded up to the
 /// microsecond) must agree.
-async fn same_as_local(kind: LimitKind, local: &dyn Limiter<Clock = ManualClock>, clock: &ManualClock) {
+async fn same_as_local(
+    kind: LimitKind,
+    local: &dyn Limiter<Clock = ManualClock>,
+    clock: &ManualClock,
+) {
     let (url, _server) = any_redis();
     let store = store(&url, Duration::from_secs(2));
     let limiter = RedisLimiter::new(&store, limit("equivalence", kind)).expect("valid");
@@ -126,18 +130,38 @@ async fn same_as_local(kind: LimitKind, local: &dyn Limiter<Clock = ManualClock>
         clock.set(Duration::from_micros(v.now_micros));
         match local.try_acquire(n) {
             Ok(()) => {
-                assert_eq!(v.granted, n, "{kind:?}: Redis refused what the local limiter admitted at {}", v.now_micros);
+                assert_eq!(
+                    v.granted, n,
+                    "{kind:?}: Redis refused what the local limiter admitted at {}",
+                    v.now_micros
+                );
                 admitted += 1;
             }
             Err(r) => {
-                assert_eq!(v.granted, 0, "{kind:?}: Redis admitted what the local limiter refused at {}", v.now_micros);
-                let local_us = r.retry_after.expect("a retry_after").as_nanos().div_ceil(1000);
-                assert_eq!(u128::from(v.retry_after_micros), local_us, "{kind:?}: retry_after at {}", v.now_micros);
+                assert_eq!(
+                    v.granted, 0,
+                    "{kind:?}: Redis admitted what the local limiter refused at {}",
+                    v.now_micros
+                );
+                let local_us = r
+                    .retry_after
+                    .expect("a retry_after")
+                    .as_nanos()
+                    .div_ceil(1000);
+                assert_eq!(
+                    u128::from(v.retry_after_micros),
+                    local_us,
+                    "{kind:?}: retry_after at {}",
+                    v.now_micros
+                );
                 refused += 1;
             }
         }
     }
-    assert!(admitted > 10 && refused > 10, "{kind:?}: the run must exercise both ({admitted} admitted, {refused} refused)");
+    assert!(
+        admitted > 10 && refused > 10,
+        "{kind:?}: the run must exercise both ({admitted} admitted, {refused} refused)"
+    );
 }
 
 #[tokio::test]
@@ -189,7 +213,8 @@ async fn four_nodes_of_sixteen_tasks_admit_at_most_the_limit_on_one_key() {
     let mut nodes = Vec::new();
     for _ in 0..4 {
         // A store each: four nodes, four connections.
-        let node = RedisLimiter::new(&store(&url, Duration::from_secs(2)), config.clone()).expect("valid");
+        let node =
+            RedisLimiter::new(&store(&url, Duration::from_secs(2)), config.clone()).expect("valid");
         for _ in 0..16 {
             let (node, admitted) = (node.clone(), admitted.clone());
             tasks.push(tokio::spawn(async move {
@@ -209,7 +234,10 @@ async fn four_nodes_of_sixteen_tasks_admit_at_most_the_limit_on_one_key() {
     let timeouts: u64 = nodes.iter().map(|n| n.store().stats().timeouts).sum();
     // No slack without leases: the limit is the bound.
     assert!(admitted <= 50, "admitted {admitted} > 50");
-    assert!(admitted + timeouts >= 50, "admitted {admitted} with {timeouts} timeouts: capacity lost");
+    assert!(
+        admitted + timeouts >= 50,
+        "admitted {admitted} with {timeouts} timeouts: capacity lost"
+    );
     let cached: u64 = nodes.iter().map(|n| n.stats().cached_refusals).sum();
     assert!(cached > 0, "refused keys are refused locally");
 }
@@ -217,13 +245,21 @@ async fn four_nodes_of_sixteen_tasks_admit_at_most_the_limit_on_one_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_admit_at_most_the_limit_plus_nodes_times_lease() {
     let (url, _server) = any_redis();
-    let (nodes, lease, capacity, refill, per) = (4_u64, 10_u64, 20_u64, 20_u64, Duration::from_millis(100));
+    let (nodes, lease, capacity, refill, per) =
+        (4_u64, 10_u64, 20_u64, 20_u64, Duration::from_millis(100));
     let config = RedisLimitConfig {
         on_store_failure: OnStoreFailure::Deny,
         nodes: nodes as u32,
         lease,
         lease_ttl: Duration::from_millis(200),
-        ..limit("lease", LimitKind::TokenBucket(TokenBucketConfig { capacity, refill, per }))
+        ..limit(
+            "lease",
+            LimitKind::TokenBucket(TokenBucketConfig {
+                capacity,
+                refill,
+                per,
+            }),
+        )
     };
     let mut conn = admin(&url).await;
     let admitted = Arc::new(AtomicU64::new(0));
@@ -232,7 +268,8 @@ async fn leases_admit_at_most_the_limit_plus_nodes_times_lease() {
     let mut tasks = Vec::new();
     let mut limiters = Vec::new();
     for _ in 0..nodes {
-        let node = RedisLimiter::new(&store(&url, Duration::from_secs(2)), config.clone()).expect("valid");
+        let node =
+            RedisLimiter::new(&store(&url, Duration::from_secs(2)), config.clone()).expect("valid");
         for _ in 0..4 {
             let (node, admitted) = (node.clone(), admitted.clone());
             tasks.push(tokio::spawn(async move {
@@ -253,12 +290,24 @@ async fn leases_admit_at_most_the_limit_plus_nodes_times_lease() {
     let admitted = admitted.load(Ordering::Relaxed);
     let refilled = (u128::from(elapsed_us) * u128::from(refill)).div_ceil(per.as_micros()) as u64;
     let bound = capacity + refilled + nodes * lease;
-    assert!(admitted <= bound, "admitted {admitted} > {capacity} + {refilled} + {nodes}·{lease} over {elapsed_us} µs");
+    assert!(
+        admitted <= bound,
+        "admitted {admitted} > {capacity} + {refilled} + {nodes}·{lease} over {elapsed_us} µs"
+    );
     let stats: Vec<_> = limiters.iter().map(|l| l.stats()).collect();
-    let local: u64 = stats.iter().map(|s| s.lease_admitted + s.cached_refusals).sum();
+    let local: u64 = stats
+        .iter()
+        .map(|s| s.lease_admitted + s.cached_refusals)
+        .sum();
     let all: u64 = stats.iter().map(|s| s.decisions()).sum();
-    assert!(local * 10 >= all * 9, "at least 90 % of decisions without a round trip: {stats:?}");
-    assert!(admitted >= capacity, "at least the burst is admitted ({admitted})");
+    assert!(
+        local * 10 >= all * 9,
+        "at least 90 % of decisions without a round trip: {stats:?}"
+    );
+    assert!(
+        admitted >= capacity,
+        "at least the burst is admitted ({admitted})"
+    );
 }
 
 #[tokio::test]
@@ -274,7 +323,11 @@ async fn a_refused_key_stays_refused_locally_until_its_retry_after() {
         let again = limiter.try_acquire("k", 1).await.unwrap_err();
         assert!(again.retry_after <= refused.retry_after);
     }
-    assert_eq!(store.stats().calls, calls, "no round trip while the refusal holds");
+    assert_eq!(
+        store.stats().calls,
+        calls,
+        "no round trip while the refusal holds"
+    );
     assert_eq!(limiter.stats().cached_refusals, 5);
     // Another key is not affected.
     limiter.try_acquire("other", 1).await.expect("another key");
@@ -303,34 +356,77 @@ async fn every_key_has_a_ttl_no_longer_than_the_time_to_refill() {
     let mut conn = admin(&url).await;
     let kinds = [
         // GCRA: full again after burst · T = 4 · 250 ms.
-        (LimitKind::Gcra(GcraConfig { rate: 4, per: Duration::from_secs(1), burst: 4 }), 1000),
+        (
+            LimitKind::Gcra(GcraConfig {
+                rate: 4,
+                per: Duration::from_secs(1),
+                burst: 4,
+            }),
+            1000,
+        ),
         // Token bucket: full again after capacity · per / refill = 6 · 1 s / 3.
-        (LimitKind::TokenBucket(TokenBucketConfig { capacity: 6, refill: 3, per: Duration::from_secs(1) }), 2000),
+        (
+            LimitKind::TokenBucket(TokenBucketConfig {
+                capacity: 6,
+                refill: 3,
+                per: Duration::from_secs(1),
+            }),
+            2000,
+        ),
         // Sliding window: the count weighs until the end of the next window.
-        (LimitKind::SlidingWindow(WindowLimitConfig { limit: 5, window: Duration::from_millis(700) }), 1400),
+        (
+            LimitKind::SlidingWindow(WindowLimitConfig {
+                limit: 5,
+                window: Duration::from_millis(700),
+            }),
+            1400,
+        ),
     ];
     for (kind, bound_ms) in kinds {
-        let limiter = RedisLimiter::new(&store, RedisLimitConfig { negative_cache: false, ..limit("ttl", kind) }).expect("valid");
+        let limiter = RedisLimiter::new(
+            &store,
+            RedisLimitConfig {
+                negative_cache: false,
+                ..limit("ttl", kind)
+            },
+        )
+        .expect("valid");
         for key in ["a", "b", "c"] {
             limiter.try_acquire(key, 1).await.expect("admitted");
             let full = limiter.redis_key(key);
             let ttl: i64 = conn.pttl(&full).await.expect("PTTL");
-            assert!(ttl > 0 && ttl <= bound_ms, "{kind:?}: key {full} has PTTL {ttl} ms (bound {bound_ms} ms)");
+            assert!(
+                ttl > 0 && ttl <= bound_ms,
+                "{kind:?}: key {full} has PTTL {ttl} ms (bound {bound_ms} ms)"
+            );
         }
         // A refusal writes nothing.
         let full = limiter.redis_key("a");
         let dump = |conn: &mut redis::aio::MultiplexedConnection| {
             let full = full.clone();
             let mut conn = conn.clone();
-            async move { redis::cmd("DUMP").arg(&full).query_async::<Vec<u8>>(&mut conn).await.expect("DUMP") }
+            async move {
+                redis::cmd("DUMP")
+                    .arg(&full)
+                    .query_async::<Vec<u8>>(&mut conn)
+                    .await
+                    .expect("DUMP")
+            }
         };
         while limiter.try_acquire("a", 1).await.is_ok() {}
         let before = dump(&mut conn).await;
         let ttl_before: i64 = conn.pttl(&full).await.expect("PTTL");
         assert!(limiter.try_acquire("a", 1).await.is_err());
-        assert_eq!(dump(&mut conn).await, before, "{kind:?}: a refusal changed the key");
+        assert_eq!(
+            dump(&mut conn).await,
+            before,
+            "{kind:?}: a refusal changed the key"
+        );
         let ttl_after: i64 = conn.pttl(&full).await.expect("PTTL");
-        assert!(ttl_after <= ttl_before, "{kind:?}: a refusal extended the TTL");
+        assert!(
+            ttl_after <= ttl_before,
+            "{kind:?}: a refusal extended the TTL"
+        );
     }
 }
 
@@ -339,21 +435,51 @@ async fn decisions_take_their_time_from_redis_not_from_the_client() {
     let (url, _server) = any_redis();
     let store = store(&url, Duration::from_secs(2));
     let mut conn = admin(&url).await;
-    let kind = LimitKind::SlidingWindow(WindowLimitConfig { limit: 10, window: Duration::from_secs(1) });
+    let kind = LimitKind::SlidingWindow(WindowLimitConfig {
+        limit: 10,
+        window: Duration::from_secs(1),
+    });
     let limiter = RedisLimiter::new(&store, limit("clock", kind)).expect("valid");
     // The script's arguments carry no time: only n, the most to take, and the figures.
     let (source, args) = limiter.script(2, 3);
     assert_eq!(args, vec![2, 3, 10, 1_000_000]);
     assert!(source.contains("redis.call('TIME')"));
     let before = redis_time_micros(&mut conn).await;
-    let verdict = limiter.decide_in_redis("k", 1, 1).await.expect("Redis answers");
+    let verdict = limiter
+        .decide_in_redis("k", 1, 1)
+        .await
+        .expect("Redis answers");
     let after = redis_time_micros(&mut conn).await;
-    assert!((before..=after).contains(&verdict.now_micros), "{before} <= {} <= {after}", verdict.now_micros);
+    assert!(
+        (before..=after).contains(&verdict.now_micros),
+        "{before} <= {} <= {after}",
+        verdict.now_micros
+    );
     // Two nodes whose clocks started an hour apart decide on the same window.
-    let other = RedisLimiter::new(&store, RedisLimitConfig { name: limiter.config().name.clone(), ..limiter.config().clone() }).expect("valid");
-    let v = other.decide_in_redis("k", 9, 9).await.expect("Redis answers");
-    assert_eq!(v.granted, 9, "the second node sees the first one's count in the same window");
-    assert_eq!(other.decide_in_redis("k", 1, 1).await.expect("answers").granted, 0);
+    let other = RedisLimiter::new(
+        &store,
+        RedisLimitConfig {
+            name: limiter.config().name.clone(),
+            ..limiter.config().clone()
+        },
+    )
+    .expect("valid");
+    let v = other
+        .decide_in_redis("k", 9, 9)
+        .await
+        .expect("Redis answers");
+    assert_eq!(
+        v.granted, 9,
+        "the second node sees the first one's count in the same window"
+    );
+    assert_eq!(
+        other
+            .decide_in_redis("k", 1, 1)
+            .await
+            .expect("answers")
+            .granted,
+        0
+    );
 }
 
 #[tokio::test]
@@ -363,41 +489,76 @@ async fn script_flush_makes_the_next_call_reload_the_script() {
     let mut conn = admin(&url).await;
     let limiter = RedisLimiter::new(&store, limit("flush", burst_only(10))).expect("valid");
     limiter.try_acquire("k", 1).await.expect("admitted");
-    let () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut conn).await.expect("SCRIPT FLUSH");
-    limiter.try_acquire("k", 1).await.expect("reloaded and admitted");
-    let () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut conn).await.expect("SCRIPT FLUSH");
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .expect("SCRIPT FLUSH");
+    limiter
+        .try_acquire("k", 1)
+        .await
+        .expect("reloaded and admitted");
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .expect("SCRIPT FLUSH");
     let answers = limiter.try_acquire_many(&[("k", 1), ("j", 1)]).await;
-    assert!(answers.iter().all(Result::is_ok), "a pipeline reloads too: {answers:?}");
+    assert!(
+        answers.iter().all(Result::is_ok),
+        "a pipeline reloads too: {answers:?}"
+    );
     assert_eq!(limiter.stats().remote_admitted, 4);
     assert_eq!(store.stats().errors, 0);
     assert_eq!(store.stats().to_fallback, 0);
 }
 
 #[tokio::test]
-async fn a_service_starts_without_redis_enforces_its_share_locally_and_switches_when_redis_appears() {
+async fn a_service_starts_without_redis_enforces_its_share_locally_and_switches_when_redis_appears()
+{
     let mut server = RedisServer::reserve();
     let started = Instant::now();
     let store = store(&server.url(), Duration::from_millis(20));
-    let config = RedisLimitConfig { nodes: 2, ..limit("absent", burst_only(10)) };
+    let config = RedisLimitConfig {
+        nodes: 2,
+        ..limit("absent", burst_only(10))
+    };
     let limiter = RedisLimiter::new(&store, config).expect("valid");
-    assert!(started.elapsed() < Duration::from_millis(100), "building the store does not connect");
+    assert!(
+        started.elapsed() < Duration::from_millis(100),
+        "building the store does not connect"
+    );
     let mut admitted = 0;
     for _ in 0..20 {
         let call = Instant::now();
         if limiter.try_acquire("k", 1).await.is_ok() {
             admitted += 1;
         }
-        assert!(call.elapsed() <= store.deadline() + SLACK, "a call took {:?}", call.elapsed());
+        assert!(
+            call.elapsed() <= store.deadline() + SLACK,
+            "a call took {:?}",
+            call.elapsed()
+        );
     }
-    assert_eq!(admitted, 5, "this node's share of the burst, enforced locally");
+    assert_eq!(
+        admitted, 5,
+        "this node's share of the burst, enforced locally"
+    );
     assert_eq!(store.mode(), StoreMode::Fallback);
     assert_eq!(store.stats().to_fallback, 1, "one transition, counted once");
-    assert_eq!(limiter.stats().fallback_admitted + limiter.stats().fallback_refused, 20);
+    assert_eq!(
+        limiter.stats().fallback_admitted + limiter.stats().fallback_refused,
+        20
+    );
 
     server.restart();
     resumes(&store, &limiter).await;
     assert_eq!(store.stats().to_remote, 1);
-    assert!(limiter.stats().remote_admitted >= 1, "Redis decides: {:?}", limiter.stats());
+    assert!(
+        limiter.stats().remote_admitted >= 1,
+        "Redis decides: {:?}",
+        limiter.stats()
+    );
 }
 
 /// Sends a request every 10 ms (traffic, which the breaker's probes ride on) until the store
@@ -414,9 +575,14 @@ async fn resumes(store: &RedisStore, limiter: &RedisLimiter) {
             }
         })
     };
-    let resumed = tokio::time::timeout(RESUME_WITHIN, mode.wait_for(|m| *m == StoreMode::Remote)).await;
+    let resumed =
+        tokio::time::timeout(RESUME_WITHIN, mode.wait_for(|m| *m == StoreMode::Remote)).await;
     traffic.abort();
-    assert!(resumed.is_ok(), "Redis was not used again within {RESUME_WITHIN:?}: {:?}", store.stats());
+    assert!(
+        resumed.is_ok(),
+        "Redis was not used again within {RESUME_WITHIN:?}: {:?}",
+        store.stats()
+    );
     let _ = limiter.try_acquire("k", 1).await;
 }
 
@@ -426,7 +592,10 @@ async fn a_redis_killed_mid_run_costs_at_most_the_deadline_and_is_used_again_aft
     let store = store(&server.url(), Duration::from_millis(20));
     let limiter = RedisLimiter::new(&store, limit("killed", burst_only(1000))).expect("valid");
     for _ in 0..5 {
-        limiter.try_acquire("k", 1).await.expect("admitted by Redis");
+        limiter
+            .try_acquire("k", 1)
+            .await
+            .expect("admitted by Redis");
     }
     assert_eq!(limiter.stats().remote_admitted, 5);
 
@@ -437,10 +606,21 @@ async fn a_redis_killed_mid_run_costs_at_most_the_deadline_and_is_used_again_aft
         let _ = limiter.try_acquire("k", 1).await;
         slowest = slowest.max(call.elapsed());
     }
-    assert!(slowest <= store.deadline() + SLACK, "a call took {slowest:?}");
+    assert!(
+        slowest <= store.deadline() + SLACK,
+        "a call took {slowest:?}"
+    );
     let stats = limiter.stats();
-    assert_eq!(stats.fallback_admitted + stats.fallback_refused, 50, "{stats:?}");
-    assert!(store.stats().short_circuited > 0, "the breaker opened: {:?}", store.stats());
+    assert_eq!(
+        stats.fallback_admitted + stats.fallback_refused,
+        50,
+        "{stats:?}"
+    );
+    assert!(
+        store.stats().short_circuited > 0,
+        "the breaker opened: {:?}",
+        store.stats()
+    );
     assert_eq!(store.stats().to_fallback, 1);
 
     server.restart();
@@ -460,20 +640,41 @@ async fn a_paused_redis_times_out_at_the_deadline_and_no_call_is_applied_twice()
     })
     .expect("valid");
     // One call an hour per 1000 hours, so every applied call stays visible in the key.
-    let kind = LimitKind::Gcra(GcraConfig { rate: 1, per: Duration::from_secs(3_600_000), burst: 100 });
+    let kind = LimitKind::Gcra(GcraConfig {
+        rate: 1,
+        per: Duration::from_secs(3_600_000),
+        burst: 100,
+    });
     let limiter = RedisLimiter::new(&store, limit("paused", kind)).expect("valid");
-    limiter.try_acquire("k", 1).await.expect("admitted by Redis");
+    limiter
+        .try_acquire("k", 1)
+        .await
+        .expect("admitted by Redis");
     let mut conn = admin(&server.url()).await;
-    let () = redis::cmd("CLIENT").arg("PAUSE").arg(1500).arg("ALL").query_async(&mut conn).await.expect("CLIENT PAUSE");
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1500)
+        .arg("ALL")
+        .query_async(&mut conn)
+        .await
+        .expect("CLIENT PAUSE");
 
     for _ in 0..8 {
         let call = Instant::now();
-        limiter.try_acquire("k", 1).await.expect("the local share admits");
+        limiter
+            .try_acquire("k", 1)
+            .await
+            .expect("the local share admits");
         let took = call.elapsed();
         assert!(took <= deadline + SLACK, "a call took {took:?}");
     }
     let timeouts = store.stats().timeouts;
-    assert_eq!(timeouts, 5, "5 calls ran into the deadline, then the breaker opened: {:?}", store.stats());
+    assert_eq!(
+        timeouts,
+        5,
+        "5 calls ran into the deadline, then the breaker opened: {:?}",
+        store.stats()
+    );
     assert_eq!(store.stats().short_circuited, 3);
     assert_eq!(limiter.stats().fallback_admitted, 8);
 
@@ -484,7 +685,10 @@ async fn a_paused_redis_times_out_at_the_deadline_and_no_call_is_applied_twice()
     let applied = (tat - now).div_ceil(interval);
     // The first call, plus at most each timed-out call once (a call still queued on a dropped
     // connection is never run).
-    assert!((1..=1 + timeouts).contains(&applied), "{applied} calls applied, {timeouts} timed out");
+    assert!(
+        (1..=1 + timeouts).contains(&applied),
+        "{applied} calls applied, {timeouts} timed out"
+    );
 }
 
 #[tokio::test]
@@ -498,46 +702,110 @@ async fn password_and_acl_user_come_from_the_url() {
         .expect("ACL SETUSER");
     for (url, works) in [
         (format!("redis://:s3cret@127.0.0.1:{}", server.port), true),
-        (format!("redis://limiter:pw@127.0.0.1:{}", server.port), true),
-        (format!("redis://limiter:wrong@127.0.0.1:{}", server.port), false),
+        (
+            format!("redis://limiter:pw@127.0.0.1:{}", server.port),
+            true,
+        ),
+        (
+            format!("redis://limiter:wrong@127.0.0.1:{}", server.port),
+            false,
+        ),
     ] {
         let store = store(&url, Duration::from_secs(1));
-        assert!(!format!("{store:?}").contains("pw@"), "no password in Debug");
+        assert!(
+            !format!("{store:?}").contains("pw@"),
+            "no password in Debug"
+        );
         let limiter = RedisLimiter::new(&store, limit("auth", burst_only(5))).expect("valid");
         let _ = limiter.try_acquire("k", 1).await;
-        assert_eq!(limiter.stats().remote_admitted == 1, works, "{:?} {:?}", store.stats(), limiter.stats());
+        assert_eq!(
+            limiter.stats().remote_admitted == 1,
+            works,
+            "{:?} {:?}",
+            store.stats(),
+            limiter.stats()
+        );
     }
 }
 
 #[test]
 fn invalid_figures_are_refused_with_the_key_named() {
-    let bad_url = RedisStore::new(RedisStoreConfig { url: "http://x".into(), ..RedisStoreConfig::default() });
-    assert!(matches!(bad_url, Err(RedisConfigError::Invalid { key: "url", .. })), "{bad_url:?}");
-    let zero = RedisStore::new(RedisStoreConfig { deadline: Duration::ZERO, ..RedisStoreConfig::default() });
-    assert!(matches!(zero, Err(RedisConfigError::Invalid { key: "deadline", .. })));
-    let tls = RedisStore::new(RedisStoreConfig { url: "rediss://127.0.0.1:6380".into(), ..RedisStoreConfig::default() });
+    let bad_url = RedisStore::new(RedisStoreConfig {
+        url: "http://x".into(),
+        ..RedisStoreConfig::default()
+    });
+    assert!(
+        matches!(bad_url, Err(RedisConfigError::Invalid { key: "url", .. })),
+        "{bad_url:?}"
+    );
+    let zero = RedisStore::new(RedisStoreConfig {
+        deadline: Duration::ZERO,
+        ..RedisStoreConfig::default()
+    });
+    assert!(matches!(
+        zero,
+        Err(RedisConfigError::Invalid {
+            key: "deadline",
+            ..
+        })
+    ));
+    let tls = RedisStore::new(RedisStoreConfig {
+        url: "rediss://127.0.0.1:6380".into(),
+        ..RedisStoreConfig::default()
+    });
     assert_eq!(tls.is_ok(), cfg!(feature = "redis-tls"), "{tls:?}");
 
     // Building a store outside a runtime is fine: nothing connects.
     let store = RedisStore::new(RedisStoreConfig::default()).expect("valid");
-    let lease = RedisLimiter::new(&store, RedisLimitConfig { lease: 101, ..RedisLimitConfig::default() });
-    assert!(matches!(lease, Err(RedisConfigError::Invalid { key: "lease", .. })), "{lease:?}");
-    let big = RedisLimiter::new(
+    let lease = RedisLimiter::new(
         &store,
         RedisLimitConfig {
-            limit: LimitKind::SlidingWindow(WindowLimitConfig { limit: 1 << 27, window: Duration::from_secs(1) }),
+            lease: 101,
             ..RedisLimitConfig::default()
         },
     );
-    assert!(matches!(big, Err(RedisConfigError::Invalid { key: "limit", .. })), "{big:?}");
-    let nodes = RedisLimiter::new(&store, RedisLimitConfig { nodes: 0, ..RedisLimitConfig::default() });
-    assert!(matches!(nodes, Err(RedisConfigError::Invalid { key: "nodes", .. })));
+    assert!(
+        matches!(lease, Err(RedisConfigError::Invalid { key: "lease", .. })),
+        "{lease:?}"
+    );
+    let big = RedisLimiter::new(
+        &store,
+        RedisLimitConfig {
+            limit: LimitKind::SlidingWindow(WindowLimitConfig {
+                limit: 1 << 27,
+                window: Duration::from_secs(1),
+            }),
+            ..RedisLimitConfig::default()
+        },
+    );
+    assert!(
+        matches!(big, Err(RedisConfigError::Invalid { key: "limit", .. })),
+        "{big:?}"
+    );
+    let nodes = RedisLimiter::new(
+        &store,
+        RedisLimitConfig {
+            nodes: 0,
+            ..RedisLimitConfig::default()
+        },
+    );
+    assert!(matches!(
+        nodes,
+        Err(RedisConfigError::Invalid { key: "nodes", .. })
+    ));
 }
 
 #[test]
 fn a_decision_outside_a_runtime_falls_back_instead_of_panicking() {
     let store = RedisStore::new(RedisStoreConfig::default()).expect("valid");
-    let limiter = RedisLimiter::new(&store, RedisLimitConfig { on_store_failure: OnStoreFailure::Allow, ..RedisLimitConfig::default() }).expect("valid");
+    let limiter = RedisLimiter::new(
+        &store,
+        RedisLimitConfig {
+            on_store_failure: OnStoreFailure::Allow,
+            ..RedisLimitConfig::default()
+        },
+    )
+    .expect("valid");
     assert!(futures_executor::block_on(limiter.try_acquire("k", 1)).is_ok());
     assert_eq!(limiter.stats().fallback_admitted, 1);
 }

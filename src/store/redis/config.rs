@@ -320,9 +320,19 @@ impl LimitKind {
 /// A limit's figures in whole microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Micros {
-    Gcra { interval: u64, burst: u64 },
-    TokenBucket { capacity: u64, refill: u64, per: u64 },
-    SlidingWindow { limit: u64, window: u64 },
+    Gcra {
+        interval: u64,
+        burst: u64,
+    },
+    TokenBucket {
+        capacity: u64,
+        refill: u64,
+        per: u64,
+    },
+    SlidingWindow {
+        limit: u64,
+        window: u64,
+    },
 }
 
 /// One limit kept in Redis: its name (part of every key), algorithm, and what happens while

@@ -81,7 +81,10 @@ pub struct RedisLimiter {
 enum First {
     Decided(Result<(), Rejection>),
     /// Ask Redis for at least `n`, at most `want`; `refill`: this call takes the key's lease.
-    Remote { want: u64, refill: bool },
+    Remote {
+        want: u64,
+        refill: bool,
+    },
 }
 
 /// Clears a key's `refilling` flag if the refill ends without doing so (an error, a cancelled
@@ -285,7 +288,11 @@ impl RedisLimiter {
                     us => ttl.min(us.saturating_mul(1000)),
                 };
                 inner.keys.with_entry(key, now, |state| {
-                    let kept = if now < state.lease_until { state.lease } else { 0 };
+                    let kept = if now < state.lease_until {
+                        state.lease
+                    } else {
+                        0
+                    };
                     state.lease = (kept + (verdict.granted - n)).min(inner.config.lease);
                     state.lease_until = now.saturating_add(valid);
                     state.refilling = false;

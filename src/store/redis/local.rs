@@ -30,7 +30,9 @@ impl LocalLimiter {
     pub(crate) fn new(kind: &LimitKind, clock: MonotonicClock) -> Option<Self> {
         Some(match *kind {
             LimitKind::Gcra(c) => LocalLimiter::Gcra(Gcra::new(c, clock).ok()?),
-            LimitKind::TokenBucket(c) => LocalLimiter::TokenBucket(TokenBucket::new(c, clock).ok()?),
+            LimitKind::TokenBucket(c) => {
+                LocalLimiter::TokenBucket(TokenBucket::new(c, clock).ok()?)
+            }
             LimitKind::SlidingWindow(c) => {
                 LocalLimiter::SlidingWindow(SlidingWindow::new(c, clock).ok()?)
             }

@@ -117,6 +117,10 @@ struct Inner {
 /// starts whether Redis is up or not. Every call has a deadline (no retry after it runs out, since
 /// the call may have been applied) and goes through a [`Breaker`], so a dead Redis costs nothing
 /// while the breaker is open.
+///
+/// The connection runs on the tokio runtime of the store's first decision (its driver is a task
+/// there): use a store from the runtime that made that call, and build one store per runtime
+/// otherwise, or its calls wait for a runtime that is not running and end at the deadline.
 #[derive(Clone)]
 pub struct RedisStore {
     inner: Arc<Inner>,
@@ -140,8 +144,8 @@ impl RedisStore {
             url: redact(&config.url),
             reason: e.to_string(),
         })?;
-        let breaker = Breaker::new(config.breaker.clone(), MonotonicClock::new())?
-            .with_name("redis");
+        let breaker =
+            Breaker::new(config.breaker.clone(), MonotonicClock::new())?.with_name("redis");
         let manager_config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(config.deadline))
             .set_connection_timeout(Some(config.connect_timeout))
