@@ -384,7 +384,7 @@ impl RedisStore {
                 counters.timeouts.fetch_add(1, Ordering::Relaxed);
                 self.switch(FALLBACK, "a call ran out of time");
                 let in_a_row = self.inner.timeouts_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
-                if in_a_row % RENEW_AFTER_TIMEOUTS == 0 {
+                if in_a_row.is_multiple_of(RENEW_AFTER_TIMEOUTS) {
                     // Dropping the last handle closes the connection; the next call makes a
                     // new one.
                     self.inner.manager.store(None);
