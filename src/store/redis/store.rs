@@ -11,7 +11,7 @@ use redis::{Client, Value};
 use tokio::sync::watch;
 
 use crate::breaker::{Breaker, BreakerPermit};
-use crate::clock::MonotonicClock;
+use crate::clock::{duration_to_nanos, Clock, MonotonicClock};
 
 use super::config::{redact, Micros, RedisConfigError, RedisStoreConfig};
 use super::script::{Scripts, Verdict};
@@ -87,7 +87,8 @@ struct Counters {
 /// Timeouts in a row after which the connection is dropped and a new one made: 3, as many as
 /// open the default breaker. A connection whose peer vanished without a reset (a partition, a
 /// dead host) would otherwise wait for TCP to notice, for minutes; a merely slow Redis costs one
-/// reconnection per three deadlines.
+/// reconnection per three deadlines, and at most one per `connect_timeout`, so that a new
+/// connection always has its full time to be made.
 pub(crate) const RENEW_AFTER_TIMEOUTS: u64 = 3;
 
 const REMOTE: u8 = 0;
@@ -101,6 +102,9 @@ struct Inner {
     manager: ArcSwapOption<ConnectionManager>,
     /// Timeouts since the last answer.
     timeouts_in_a_row: AtomicU64,
+    /// When the connection manager was last made (breaker clock), and the least time between two.
+    made_at: AtomicU64,
+    connect_timeout: u64,
     deadline: Duration,
     prefix: String,
     url: String,
@@ -162,6 +166,8 @@ impl RedisStore {
                 manager_config,
                 manager: ArcSwapOption::empty(),
                 timeouts_in_a_row: AtomicU64::new(0),
+                made_at: AtomicU64::new(0),
+                connect_timeout: duration_to_nanos(config.connect_timeout),
                 deadline: config.deadline,
                 prefix: config.key_prefix,
                 url: redact(&config.url),
@@ -348,6 +354,9 @@ impl RedisStore {
         )
         .map_err(|e| e.to_string())?;
         let fresh = Arc::new(fresh);
+        self.inner
+            .made_at
+            .store(self.inner.breaker.clock().now(), Ordering::Relaxed);
         let previous = self
             .inner
             .manager
@@ -384,7 +393,14 @@ impl RedisStore {
                 counters.timeouts.fetch_add(1, Ordering::Relaxed);
                 self.switch(FALLBACK, "a call ran out of time");
                 let in_a_row = self.inner.timeouts_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
-                if in_a_row.is_multiple_of(RENEW_AFTER_TIMEOUTS) {
+                let age = self
+                    .inner
+                    .breaker
+                    .clock()
+                    .now()
+                    .saturating_sub(self.inner.made_at.load(Ordering::Relaxed));
+                if in_a_row >= RENEW_AFTER_TIMEOUTS && age >= self.inner.connect_timeout {
+                    self.inner.timeouts_in_a_row.store(0, Ordering::Relaxed);
                     // Dropping the last handle closes the connection; the next call makes a
                     // new one.
                     self.inner.manager.store(None);
