@@ -809,3 +809,27 @@ fn a_decision_outside_a_runtime_falls_back_instead_of_panicking() {
     assert!(futures_executor::block_on(limiter.try_acquire("k", 1)).is_ok());
     assert_eq!(limiter.stats().fallback_admitted, 1);
 }
+
+#[tokio::test]
+async fn local_state_is_kept_for_at_most_max_local_keys() {
+    // No Redis at all: every key gets a fallback limiter, which must not grow without bound.
+    let absent = RedisServer::reserve();
+    let store = store(&absent.url(), Duration::from_millis(20));
+    let config = RedisLimitConfig {
+        max_local_keys: 32,
+        ..limit("bounded", burst_only(10))
+    };
+    let limiter = RedisLimiter::new(&store, config).expect("valid");
+    for i in 0..1000 {
+        limiter
+            .try_acquire(&format!("key-{i}"), 1)
+            .await
+            .expect("the local share admits a new key");
+    }
+    assert!(
+        limiter.local_keys() <= 32,
+        "{} keys kept",
+        limiter.local_keys()
+    );
+    assert_eq!(limiter.stats().fallback_admitted, 1000);
+}
