@@ -1,9 +1,10 @@
 //! The Redis store against a real redis-server: the scripts decide as the local limiters do,
-//! the global bound holds across nodes, every key has a TTL, and a Redis that is absent, killed,
-//! paused or flushed never takes the service down.
+//! the global bound holds across nodes (with and without leases), refusals are cached, several
+//! keys go in one round trip, every key has a TTL, time comes from Redis, and a flushed script
+//! is reloaded. (Absent, killed and paused Redis: `redis_outage.rs`.)
 //!
-//! Tests that only need a Redis use `SLUICEGATE_TEST_REDIS_URL` (set by `scripts/test`) or start
-//! a private one; tests that kill, restart or pause Redis always start their own.
+//! These tests use the Redis named by `SLUICEGATE_TEST_REDIS_URL` (set by `scripts/test`) or
+//! start a private one.
 #![cfg(feature = "redis")]
 
 #[path = "common/redis_server.rs"]
@@ -14,96 +15,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
-use sluicegate::breaker::{BreakerConfig, ConsecutiveConfig, HalfOpenConfig, PolicyConfig};
 use sluicegate::clock::ManualClock;
 use sluicegate::limit::{
     Gcra, GcraConfig, Limiter, SlidingWindow, TokenBucket, TokenBucketConfig, WindowLimitConfig,
 };
 use sluicegate::store::redis::{
     try_acquire_each, LimitKind, OnStoreFailure, RedisConfigError, RedisLimitConfig, RedisLimiter,
-    RedisStore, RedisStoreConfig, StoreMode,
+    RedisStore, RedisStoreConfig,
 };
 use sluicegate::RejectReason;
 
-use redis_server::{any_redis, RedisServer};
-
-/// Time a call may take beyond the deadline on a loaded machine (scheduling, timer slack).
-const SLACK: Duration = Duration::from_millis(250);
-/// The longest a test waits for Redis to be used again after it came back.
-const RESUME_WITHIN: Duration = Duration::from_secs(15);
-
-/// A limit name no other test or run uses, so tests can share one Redis.
-fn unique(name: &str) -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!(
-        "{name}-{}-{nanos}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// A store with a quick breaker (open 100 ms after 3 failures, 1 probe) and quick reconnects.
-fn store(url: &str, deadline: Duration) -> RedisStore {
-    RedisStore::new(RedisStoreConfig {
-        url: url.to_owned(),
-        deadline,
-        reconnect_min_delay: Duration::from_millis(10),
-        reconnect_max_delay: Duration::from_millis(50),
-        breaker: quick_breaker(3),
-        ..RedisStoreConfig::default()
-    })
-    .expect("a valid store config")
-}
-
-fn quick_breaker(failures: u32) -> BreakerConfig {
-    BreakerConfig {
-        policies: vec![PolicyConfig::ConsecutiveFailures(ConsecutiveConfig {
-            failures,
-        })],
-        open_for: Duration::from_millis(100),
-        half_open: HalfOpenConfig {
-            probes: 1,
-            ..HalfOpenConfig::default()
-        },
-        ..BreakerConfig::default()
-    }
-}
-
-fn limit(name: &str, kind: LimitKind) -> RedisLimitConfig {
-    RedisLimitConfig {
-        name: unique(name),
-        limit: kind,
-        ..RedisLimitConfig::default()
-    }
-}
-
-/// A GCRA whose burst is all there is during a test (one call an hour after it).
-fn burst_only(burst: u64) -> LimitKind {
-    LimitKind::Gcra(GcraConfig {
-        rate: 1,
-        per: Duration::from_secs(3600),
-        burst,
-    })
-}
-
-async fn admin(url: &str) -> redis::aio::MultiplexedConnection {
-    let client = redis::Client::open(url).expect("a valid URL");
-    let config = redis::AsyncConnectionConfig::new()
-        .set_response_timeout(None)
-        .set_connection_timeout(Some(Duration::from_secs(5)));
-    client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-        .expect("the test's Redis is up")
-}
-
-async fn redis_time_micros(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await.expect("TIME");
-    s * 1_000_000 + us
-}
+use redis_server::*;
 
 /// Runs `calls` decisions through Redis and through the local limiter, on a manual clock set
 /// to Redis' time of each decision; every decision and every `retry_after` (rounded up to the
@@ -513,221 +435,6 @@ async fn script_flush_makes_the_next_call_reload_the_script() {
     assert_eq!(store.stats().to_fallback, 0);
 }
 
-#[tokio::test]
-async fn a_service_starts_without_redis_enforces_its_share_locally_and_switches_when_redis_appears()
-{
-    let mut server = RedisServer::reserve();
-    let started = Instant::now();
-    let store = store(&server.url(), Duration::from_millis(20));
-    let config = RedisLimitConfig {
-        nodes: 2,
-        ..limit("absent", burst_only(10))
-    };
-    let limiter = RedisLimiter::new(&store, config).expect("valid");
-    assert!(
-        started.elapsed() < Duration::from_millis(100),
-        "building the store does not connect"
-    );
-    let mut admitted = 0;
-    for _ in 0..20 {
-        let call = Instant::now();
-        if limiter.try_acquire("k", 1).await.is_ok() {
-            admitted += 1;
-        }
-        assert!(
-            call.elapsed() <= store.deadline() + SLACK,
-            "a call took {:?}",
-            call.elapsed()
-        );
-    }
-    assert_eq!(
-        admitted, 5,
-        "this node's share of the burst, enforced locally"
-    );
-    assert_eq!(store.mode(), StoreMode::Fallback);
-    assert_eq!(store.stats().to_fallback, 1, "one transition, counted once");
-    assert_eq!(
-        limiter.stats().fallback_admitted + limiter.stats().fallback_refused,
-        20
-    );
-
-    server.restart();
-    resumes(&store, &limiter).await;
-    assert_eq!(store.stats().to_remote, 1);
-    assert!(
-        limiter.stats().remote_admitted >= 1,
-        "Redis decides: {:?}",
-        limiter.stats()
-    );
-}
-
-/// Sends a request every 10 ms (traffic, which the breaker's probes ride on) until the store
-/// says Redis decides again; fails after `RESUME_WITHIN`.
-async fn resumes(store: &RedisStore, limiter: &RedisLimiter) {
-    let mut mode = store.watch_mode();
-    let traffic = {
-        let limiter = limiter.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(10));
-            loop {
-                tick.tick().await;
-                let _ = limiter.try_acquire("traffic", 1).await;
-            }
-        })
-    };
-    let resumed =
-        tokio::time::timeout(RESUME_WITHIN, mode.wait_for(|m| *m == StoreMode::Remote)).await;
-    traffic.abort();
-    assert!(
-        resumed.is_ok(),
-        "Redis was not used again within {RESUME_WITHIN:?}: {:?}",
-        store.stats()
-    );
-    let _ = limiter.try_acquire("k", 1).await;
-}
-
-#[tokio::test]
-async fn a_redis_killed_mid_run_costs_at_most_the_deadline_and_is_used_again_after_restart() {
-    let mut server = RedisServer::start();
-    let store = store(&server.url(), Duration::from_millis(20));
-    let limiter = RedisLimiter::new(&store, limit("killed", burst_only(1000))).expect("valid");
-    for _ in 0..5 {
-        limiter
-            .try_acquire("k", 1)
-            .await
-            .expect("admitted by Redis");
-    }
-    assert_eq!(limiter.stats().remote_admitted, 5);
-
-    server.kill();
-    let mut slowest = Duration::ZERO;
-    for _ in 0..50 {
-        let call = Instant::now();
-        let _ = limiter.try_acquire("k", 1).await;
-        slowest = slowest.max(call.elapsed());
-    }
-    assert!(
-        slowest <= store.deadline() + SLACK,
-        "a call took {slowest:?}"
-    );
-    let stats = limiter.stats();
-    assert_eq!(
-        stats.fallback_admitted + stats.fallback_refused,
-        50,
-        "{stats:?}"
-    );
-    assert!(
-        store.stats().short_circuited > 0,
-        "the breaker opened: {:?}",
-        store.stats()
-    );
-    assert_eq!(store.stats().to_fallback, 1);
-
-    server.restart();
-    resumes(&store, &limiter).await;
-    assert!(limiter.stats().remote_admitted > 5);
-}
-
-#[tokio::test]
-async fn a_paused_redis_times_out_at_the_deadline_and_no_call_is_applied_twice() {
-    let server = RedisServer::start();
-    let deadline = Duration::from_millis(50);
-    let store = RedisStore::new(RedisStoreConfig {
-        url: server.url(),
-        deadline,
-        breaker: quick_breaker(5),
-        ..RedisStoreConfig::default()
-    })
-    .expect("valid");
-    // One call an hour per 1000 hours, so every applied call stays visible in the key.
-    let kind = LimitKind::Gcra(GcraConfig {
-        rate: 1,
-        per: Duration::from_secs(3_600_000),
-        burst: 100,
-    });
-    let limiter = RedisLimiter::new(&store, limit("paused", kind)).expect("valid");
-    limiter
-        .try_acquire("k", 1)
-        .await
-        .expect("admitted by Redis");
-    let mut conn = admin(&server.url()).await;
-    let () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(1500)
-        .arg("ALL")
-        .query_async(&mut conn)
-        .await
-        .expect("CLIENT PAUSE");
-
-    for _ in 0..8 {
-        let call = Instant::now();
-        limiter
-            .try_acquire("k", 1)
-            .await
-            .expect("the local share admits");
-        let took = call.elapsed();
-        assert!(took <= deadline + SLACK, "a call took {took:?}");
-    }
-    let timeouts = store.stats().timeouts;
-    assert_eq!(
-        timeouts,
-        5,
-        "5 calls ran into the deadline, then the breaker opened: {:?}",
-        store.stats()
-    );
-    assert_eq!(store.stats().short_circuited, 3);
-    assert_eq!(limiter.stats().fallback_admitted, 8);
-
-    // This command waits for the pause to end (the admin is paused too).
-    let tat: u64 = conn.get(limiter.redis_key("k")).await.expect("GET");
-    let now = redis_time_micros(&mut conn).await;
-    let interval = 3_600_000_000_000_u64; // µs per call
-    let applied = (tat - now).div_ceil(interval);
-    // The first call, plus at most each timed-out call once (a call still queued on a dropped
-    // connection is never run).
-    assert!(
-        (1..=1 + timeouts).contains(&applied),
-        "{applied} calls applied, {timeouts} timed out"
-    );
-}
-
-#[tokio::test]
-async fn password_and_acl_user_come_from_the_url() {
-    let server = RedisServer::start_with(&["--requirepass", "s3cret"]);
-    let mut conn = admin(&format!("redis://:s3cret@127.0.0.1:{}", server.port)).await;
-    let () = redis::cmd("ACL")
-        .arg(&["SETUSER", "limiter", "on", ">pw", "~*", "+@all"][..])
-        .query_async(&mut conn)
-        .await
-        .expect("ACL SETUSER");
-    for (url, works) in [
-        (format!("redis://:s3cret@127.0.0.1:{}", server.port), true),
-        (
-            format!("redis://limiter:pw@127.0.0.1:{}", server.port),
-            true,
-        ),
-        (
-            format!("redis://limiter:wrong@127.0.0.1:{}", server.port),
-            false,
-        ),
-    ] {
-        let store = store(&url, Duration::from_secs(1));
-        assert!(
-            !format!("{store:?}").contains("pw@"),
-            "no password in Debug"
-        );
-        let limiter = RedisLimiter::new(&store, limit("auth", burst_only(5))).expect("valid");
-        let _ = limiter.try_acquire("k", 1).await;
-        assert_eq!(
-            limiter.stats().remote_admitted == 1,
-            works,
-            "{:?} {:?}",
-            store.stats(),
-            limiter.stats()
-        );
-    }
-}
-
 #[test]
 fn invalid_figures_are_refused_with_the_key_named() {
     let bad_url = RedisStore::new(RedisStoreConfig {
@@ -808,28 +515,4 @@ fn a_decision_outside_a_runtime_falls_back_instead_of_panicking() {
     .expect("valid");
     assert!(futures_executor::block_on(limiter.try_acquire("k", 1)).is_ok());
     assert_eq!(limiter.stats().fallback_admitted, 1);
-}
-
-#[tokio::test]
-async fn local_state_is_kept_for_at_most_max_local_keys() {
-    // No Redis at all: every key gets a fallback limiter, which must not grow without bound.
-    let absent = RedisServer::reserve();
-    let store = store(&absent.url(), Duration::from_millis(20));
-    let config = RedisLimitConfig {
-        max_local_keys: 32,
-        ..limit("bounded", burst_only(10))
-    };
-    let limiter = RedisLimiter::new(&store, config).expect("valid");
-    for i in 0..1000 {
-        limiter
-            .try_acquire(&format!("key-{i}"), 1)
-            .await
-            .expect("the local share admits a new key");
-    }
-    assert!(
-        limiter.local_keys() <= 32,
-        "{} keys kept",
-        limiter.local_keys()
-    );
-    assert_eq!(limiter.stats().fallback_admitted, 1000);
 }

@@ -7,8 +7,13 @@
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
+
+use sluicegate::breaker::{BreakerConfig, ConsecutiveConfig, HalfOpenConfig, PolicyConfig};
+use sluicegate::limit::GcraConfig;
+use sluicegate::store::redis::{LimitKind, RedisLimitConfig, RedisStore, RedisStoreConfig};
 
 /// The variable naming the Redis the tests may use.
 pub const URL_VAR: &str = "SLUICEGATE_TEST_REDIS_URL";
@@ -145,4 +150,82 @@ pub fn any_redis() -> (String, Option<RedisServer>) {
             (server.url(), Some(server))
         }
     }
+}
+
+/// Time a call may take beyond the deadline on a loaded machine (scheduling, timer slack).
+pub const SLACK: Duration = Duration::from_millis(250);
+/// The longest a test waits for Redis to be used again after it came back.
+pub const RESUME_WITHIN: Duration = Duration::from_secs(15);
+
+/// A limit name no other test or run uses, so tests can share one Redis.
+pub fn unique(name: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{name}-{}-{nanos}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A store with a quick breaker (open 100 ms after 3 failures, 1 probe) and quick reconnects.
+pub fn store(url: &str, deadline: Duration) -> RedisStore {
+    RedisStore::new(RedisStoreConfig {
+        url: url.to_owned(),
+        deadline,
+        reconnect_min_delay: Duration::from_millis(10),
+        reconnect_max_delay: Duration::from_millis(50),
+        breaker: quick_breaker(3),
+        ..RedisStoreConfig::default()
+    })
+    .expect("a valid store config")
+}
+
+pub fn quick_breaker(failures: u32) -> BreakerConfig {
+    BreakerConfig {
+        policies: vec![PolicyConfig::ConsecutiveFailures(ConsecutiveConfig {
+            failures,
+        })],
+        open_for: Duration::from_millis(100),
+        half_open: HalfOpenConfig {
+            probes: 1,
+            ..HalfOpenConfig::default()
+        },
+        ..BreakerConfig::default()
+    }
+}
+
+pub fn limit(name: &str, kind: LimitKind) -> RedisLimitConfig {
+    RedisLimitConfig {
+        name: unique(name),
+        limit: kind,
+        ..RedisLimitConfig::default()
+    }
+}
+
+/// A GCRA whose burst is all there is during a test (one call an hour after it).
+pub fn burst_only(burst: u64) -> LimitKind {
+    LimitKind::Gcra(GcraConfig {
+        rate: 1,
+        per: Duration::from_secs(3600),
+        burst,
+    })
+}
+
+pub async fn admin(url: &str) -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(url).expect("a valid URL");
+    let config = redis::AsyncConnectionConfig::new()
+        .set_response_timeout(None)
+        .set_connection_timeout(Some(Duration::from_secs(5)));
+    client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .expect("the test's Redis is up")
+}
+
+pub async fn redis_time_micros(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await.expect("TIME");
+    s * 1_000_000 + us
 }
