@@ -255,3 +255,29 @@ async fn local_state_is_kept_for_at_most_max_local_keys() {
     );
     assert_eq!(limiter.stats().fallback_admitted, 1000);
 }
+
+#[tokio::test]
+async fn on_store_failure_allow_admits_and_deny_refuses_while_redis_is_away() {
+    let absent = RedisServer::reserve();
+    let store = store(&absent.url(), Duration::from_millis(20));
+    let allow = RedisLimitConfig {
+        on_store_failure: sluicegate::store::redis::OnStoreFailure::Allow,
+        ..limit("allow", burst_only(1))
+    };
+    let deny = RedisLimitConfig {
+        on_store_failure: sluicegate::store::redis::OnStoreFailure::Deny,
+        ..limit("deny", burst_only(1000))
+    };
+    let allow = RedisLimiter::new(&store, allow).expect("valid");
+    let deny = RedisLimiter::new(&store, deny).expect("valid");
+    for _ in 0..5 {
+        allow
+            .try_acquire("k", 1)
+            .await
+            .expect("allow admits beyond the burst");
+        let refused = deny.try_acquire("k", 1).await.unwrap_err();
+        assert_eq!(refused.reason, sluicegate::RejectReason::CircuitOpen);
+    }
+    assert_eq!(allow.stats().fallback_admitted, 5);
+    assert_eq!(deny.stats().fallback_refused, 5);
+}
