@@ -165,6 +165,9 @@ pub mod sampler;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod snapshot;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub mod store;
 pub mod switch;
 mod sync;
 pub mod turnstile;

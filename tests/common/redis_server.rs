@@ -1,0 +1,231 @@
+//! A private redis-server for the tests: on a free loopback port, in a temporary directory, with
+//! no persistence; killed when dropped. Tests that only need some Redis use the one named by
+//! `SLUICEGATE_TEST_REDIS_URL` (set by `scripts/test`) and start their own when it is unset;
+//! tests that kill, restart or pause Redis always start their own.
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use sluicegate::breaker::{BreakerConfig, ConsecutiveConfig, HalfOpenConfig, PolicyConfig};
+use sluicegate::limit::GcraConfig;
+use sluicegate::store::redis::{LimitKind, RedisLimitConfig, RedisStore, RedisStoreConfig};
+
+/// The variable naming the Redis the tests may use.
+pub const URL_VAR: &str = "SLUICEGATE_TEST_REDIS_URL";
+
+/// How long a redis-server may take to say it is ready.
+const READY_WITHIN: Duration = Duration::from_secs(20);
+
+/// A redis-server process of this test's own.
+pub struct RedisServer {
+    pub port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    extra: Vec<String>,
+}
+
+impl RedisServer {
+    /// Starts a private redis-server on a free port.
+    pub fn start() -> RedisServer {
+        Self::start_with(&[])
+    }
+
+    /// Starts a private redis-server with extra arguments (e.g. `["--requirepass", "pw"]`).
+    pub fn start_with(extra: &[&str]) -> RedisServer {
+        let mut last = String::new();
+        for _ in 0..5 {
+            let mut server = Self::reserve_with(extra);
+            match server.try_start() {
+                Ok(()) => return server,
+                Err(e) => last = e,
+            }
+        }
+        panic!("could not start redis-server: {last}");
+    }
+
+    /// A free port and a directory, with no server started yet (for "Redis absent at start").
+    pub fn reserve() -> RedisServer {
+        Self::reserve_with(&[])
+    }
+
+    fn reserve_with(extra: &[&str]) -> RedisServer {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        RedisServer {
+            port,
+            dir: tempfile::tempdir().expect("a temporary directory"),
+            child: None,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// `redis://127.0.0.1:port`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts the server on its port (again, after [`kill`](Self::kill)); panics if it does
+    /// not come up.
+    pub fn restart(&mut self) {
+        if let Err(e) = self.try_start() {
+            panic!("could not restart redis-server on port {}: {e}", self.port);
+        }
+    }
+
+    fn try_start(&mut self) -> Result<(), String> {
+        assert!(self.child.is_none(), "the server is already running");
+        let mut child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(&self.extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                format!(
+                    "redis-server could not be run ({e}): install it (Debian: apt-get install \
+                     redis-server) or set {URL_VAR} to a Redis the tests may write to"
+                )
+            })?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.contains("Ready to accept connections") {
+                    let _ = tx.send(Ok(()));
+                }
+            }
+            let _ = tx.send(Err("redis-server exited".to_owned()));
+        });
+        match rx.recv_timeout(READY_WITHIN) {
+            Ok(Ok(())) => {
+                self.child = Some(child);
+                Ok(())
+            }
+            Ok(Err(e)) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(format!("redis-server not ready within {READY_WITHIN:?}"))
+            }
+        }
+    }
+
+    /// Kills the server at once (SIGKILL) and waits for it to be gone.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A Redis for a test that only needs one: the shared one from `SLUICEGATE_TEST_REDIS_URL`, or
+/// a private one (returned too, so that it lives as long as the test).
+pub fn any_redis() -> (String, Option<RedisServer>) {
+    match std::env::var(URL_VAR) {
+        Ok(url) if !url.is_empty() => (url, None),
+        _ => {
+            let server = RedisServer::start();
+            (server.url(), Some(server))
+        }
+    }
+}
+
+/// Time a call may take beyond the deadline on a loaded machine (scheduling, timer slack).
+pub const SLACK: Duration = Duration::from_millis(250);
+/// The longest a test waits for Redis to be used again after it came back.
+pub const RESUME_WITHIN: Duration = Duration::from_secs(15);
+
+/// A limit name no other test or run uses, so tests can share one Redis.
+pub fn unique(name: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{name}-{}-{nanos}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A store with a quick breaker (open 100 ms after 3 failures, 1 probe) and quick reconnects.
+pub fn store(url: &str, deadline: Duration) -> RedisStore {
+    RedisStore::new(RedisStoreConfig {
+        url: url.to_owned(),
+        deadline,
+        reconnect_min_delay: Duration::from_millis(10),
+        reconnect_max_delay: Duration::from_millis(50),
+        breaker: quick_breaker(3),
+        ..RedisStoreConfig::default()
+    })
+    .expect("a valid store config")
+}
+
+pub fn quick_breaker(failures: u32) -> BreakerConfig {
+    BreakerConfig {
+        policies: vec![PolicyConfig::ConsecutiveFailures(ConsecutiveConfig {
+            failures,
+        })],
+        open_for: Duration::from_millis(100),
+        half_open: HalfOpenConfig {
+            probes: 1,
+            ..HalfOpenConfig::default()
+        },
+        ..BreakerConfig::default()
+    }
+}
+
+pub fn limit(name: &str, kind: LimitKind) -> RedisLimitConfig {
+    RedisLimitConfig {
+        name: unique(name),
+        limit: kind,
+        ..RedisLimitConfig::default()
+    }
+}
+
+/// A GCRA whose burst is all there is during a test (one call an hour after it).
+pub fn burst_only(burst: u64) -> LimitKind {
+    LimitKind::Gcra(GcraConfig {
+        rate: 1,
+        per: Duration::from_secs(3600),
+        burst,
+    })
+}
+
+pub async fn admin(url: &str) -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(url).expect("a valid URL");
+    let config = redis::AsyncConnectionConfig::new()
+        .set_response_timeout(None)
+        .set_connection_timeout(Some(Duration::from_secs(5)));
+    client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .expect("the test's Redis is up")
+}
+
+pub async fn redis_time_micros(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await.expect("TIME");
+    s * 1_000_000 + us
+}
