@@ -1019,7 +1019,7 @@ fn cancelled_calls_are_not_counted_as_completions_of_the_service() {
     for _ in 0..3 {
         let mut call = task::spawn(gate.call(
             Request::url("/x"),
-            || std::future::pending::<()>(),
+            std::future::pending::<()>,
             |_| async {},
         ));
         assert_pending!(call.poll());
