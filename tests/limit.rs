@@ -1,15 +1,16 @@
 //! Limiters through the public API, on a `ManualClock`: exact, no sleeping.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use sluicegate::clock::ManualClock;
+use sluicegate::clock::{Clock, ManualClock};
 use sluicegate::limit::{
-    ConcurrencyConfig, ConcurrencyLimiter, FixedWindow, Gcra, GcraConfig, Limiter, Quota,
-    QuotaConfig, SlidingLog, SlidingWindow, TokenBucket, TokenBucketConfig, WaitConfig, WaitOrder,
-    Waiting, WindowLimitConfig,
+    ConcurrencyConfig, ConcurrencyLimiter, ConcurrencyPermit, FixedWindow, Gcra, GcraConfig,
+    Limiter, Quota, QuotaAlert, QuotaConfig, SlidingLog, SlidingWindow, TokenBucket,
+    TokenBucketConfig, WaitConfig, WaitOrder, Waiting, WindowLimitConfig,
 };
 use sluicegate::RejectReason;
 use tokio_test::{assert_pending, assert_ready, task};
@@ -483,37 +484,147 @@ fn invalid_figures_are_refused_naming_the_key_and_toml_refuses_bare_numbers() {
     );
 }
 
-/// Admission times (ns) of a limiter fed `arrivals` (gap in µs, n) on a manual clock.
+/// Nanoseconds in the one-second windows and periods of the properties below.
+const W: u64 = 1_000_000_000;
+/// Arrivals per case: enough to cross many windows and refill times, few enough that 2,000 cases
+/// of each property run in a few seconds unoptimised.
+const ARRIVALS: usize = 120;
+
+/// Every decision of a limiter fed `arrivals` (gap in ns, n) on a manual clock: (time, n, admitted).
+fn decisions(
+    l: &dyn Limiter<Clock = ManualClock>,
+    clock: &ManualClock,
+    arrivals: &[(u64, u64)],
+) -> Vec<(u64, u64, bool)> {
+    arrivals
+        .iter()
+        .map(|&(gap, n)| {
+            clock.advance(Duration::from_nanos(gap));
+            (clock.now(), n, l.try_acquire(n).is_ok())
+        })
+        .collect()
+}
+
+/// The admissions (time, n) of a limiter fed `arrivals`, in time order.
 fn admitted(
     l: &dyn Limiter<Clock = ManualClock>,
     clock: &ManualClock,
     arrivals: &[(u64, u64)],
 ) -> Vec<(u64, u64)> {
-    let mut out = Vec::new();
-    for &(gap, n) in arrivals {
-        clock.advance(Duration::from_micros(gap));
-        if l.try_acquire(n).is_ok() {
-            out.push((clock.elapsed().as_nanos() as u64, n));
+    decisions(l, clock, arrivals)
+        .into_iter()
+        .filter(|d| d.2)
+        .map(|(t, n, _)| (t, n))
+        .collect()
+}
+
+/// For each admission, the total admitted in the closed span `[its time, its time + d]`. Every
+/// span of that length holds no more than the largest of these (slide a span's start forward to
+/// the first admission in it). Two pointers: linear in the admissions.
+fn span_totals(admits: &[(u64, u64)], d: u64) -> Vec<u64> {
+    let (mut end, mut sum) = (0, 0);
+    let mut out = Vec::with_capacity(admits.len());
+    for &(start, n) in admits {
+        while end < admits.len() && admits[end].0 <= start.saturating_add(d) {
+            sum += admits[end].1;
+            end += 1;
         }
+        out.push(sum);
+        sum -= n;
     }
     out
 }
 
-/// The most admitted in any span `[s, s + d]` starting at an admission.
-fn most_in(admits: &[(u64, u64)], d: u64, start: usize) -> u64 {
-    let s = admits[start].0;
-    admits[start..]
-        .iter()
-        .take_while(|(t, _)| *t <= s + d)
-        .map(|(_, n)| n)
-        .sum()
+/// The total admitted in each aligned window `[k·w, (k+1)·w)` that admitted anything.
+fn per_window(admits: &[(u64, u64)], w: u64) -> BTreeMap<u64, u64> {
+    let mut totals = BTreeMap::new();
+    for &(t, n) in admits {
+        *totals.entry(t / w).or_insert(0) += n;
+    }
+    totals
+}
+
+/// The largest `count·1s − rate·t` over every span `[t_i, t_j]` between two admissions (`count`
+/// admitted in it, `t = t_j − t_i`): "count ≤ burst + rate·t/1s in every span" holds iff this is at
+/// most `burst·1s`. Linear: with prefix sums `P`, the span's figure is `A_j − B_i` where
+/// `A_j = P_j·1s − rate·t_j` and `B_i = P_(i−1)·1s − rate·t_i`, so keep the least `B` so far.
+fn worst_excess(admits: &[(u64, u64)], rate: u64) -> i128 {
+    let (w, rate) = (i128::from(W), i128::from(rate));
+    let (mut prefix, mut least_b, mut worst) = (0i128, i128::MAX, i128::MIN);
+    for &(t, n) in admits {
+        let t = i128::from(t);
+        least_b = least_b.min(prefix * w - rate * t);
+        prefix += i128::from(n);
+        worst = worst.max(prefix * w - rate * t - least_b);
+    }
+    worst
+}
+
+/// Gaps between arrivals, in ns: mostly coarse (up to 300 ms), some at the same instant or a
+/// nanosecond apart, some a hair around one second (the windows' and periods' length), so that
+/// window edges and exact refill times are hit, not only stepped over.
+fn gap() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        6 => 0u64..300_000_000,
+        2 => 0u64..3,
+        1 => W - 2..W + 3,
+    ]
 }
 
 fn arrivals() -> impl Strategy<Value = Vec<(u64, u64)>> {
-    proptest::collection::vec((0u64..300_000, 1u64..4), 1..300)
+    proptest::collection::vec((gap(), 1u64..4), 1..ARRIVALS)
+}
+
+/// What a test does next to a concurrency limiter.
+#[derive(Debug, Clone)]
+enum ConcurrencyOp {
+    TryAcquire(u64),
+    /// `acquire(n)`, polled once; kept as a waiter if it has to wait.
+    Wait(u64),
+    /// Drops the permit at this index (modulo the number held).
+    Release(usize),
+    /// Drops the waiter at this index (a cancelled wait).
+    Cancel(usize),
+    /// Polls every waiter that was woken.
+    Poll,
+    AdvanceMs(u64),
+}
+
+fn concurrency_op() -> impl Strategy<Value = ConcurrencyOp> {
+    prop_oneof![
+        3 => (1u64..6).prop_map(ConcurrencyOp::TryAcquire),
+        3 => (1u64..6).prop_map(ConcurrencyOp::Wait),
+        3 => any::<usize>().prop_map(ConcurrencyOp::Release),
+        1 => any::<usize>().prop_map(ConcurrencyOp::Cancel),
+        2 => Just(ConcurrencyOp::Poll),
+        1 => (0u64..600).prop_map(ConcurrencyOp::AdvanceMs),
+    ]
+}
+
+/// Polls the waiters that were woken: those that got permits move to `held`, those refused go.
+fn poll_woken<F>(waiting: &mut Vec<task::Spawn<F>>, held: &mut Vec<ConcurrencyPermit<ManualClock>>)
+where
+    F: std::future::Future<Output = Result<ConcurrencyPermit<ManualClock>, sluicegate::Rejection>>,
+{
+    let mut i = 0;
+    while i < waiting.len() {
+        if !waiting[i].is_woken() {
+            i += 1;
+            continue;
+        }
+        match waiting[i].poll() {
+            std::task::Poll::Ready(result) => {
+                held.extend(result.ok());
+                drop(waiting.remove(i));
+            }
+            std::task::Poll::Pending => i += 1,
+        }
+    }
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
     /// A token bucket and GCRA never admit more than `burst + rate·t` in any span `t`.
     #[test]
     fn token_bucket_and_gcra_never_admit_more_than_burst_plus_rate_times_t(
@@ -526,15 +637,29 @@ proptest! {
         let g = Gcra::new(GcraConfig { rate, per: S, burst }, clock.clone()).unwrap();
         let g_admits = admitted(&g, &clock, &arrivals);
         for admits in [tb_admits, g_admits] {
-            for i in 0..admits.len() {
-                for j in i..admits.len() {
-                    let t = admits[j].0 - admits[i].0;
-                    let count: u64 = admits[i..=j].iter().map(|(_, n)| n).sum();
-                    // count ≤ burst + rate·t/1s, in integers
-                    prop_assert!(u128::from(count) * 1_000_000_000 <= u128::from(burst) * 1_000_000_000 + u128::from(rate) * u128::from(t));
-                }
-            }
+            prop_assert!(worst_excess(&admits, rate) <= i128::from(burst) * i128::from(W));
         }
+    }
+
+    /// A fixed window admits at most `limit` in each aligned window `[k·w, (k+1)·w)`, and so at
+    /// most `2·limit` in any span of one window's length (it meets two windows); it refuses a call
+    /// only when the call would take its window over `limit`.
+    #[test]
+    fn fixed_window_admits_at_most_limit_per_window_and_twice_limit_in_any_span_of_one_window(
+        arrivals in arrivals(), limit in 3u64..30,
+    ) {
+        let clock = ManualClock::new();
+        let f = FixedWindow::new(window(limit), clock.clone()).unwrap();
+        let seen = decisions(&f, &clock, &arrivals);
+        let mut counted: BTreeMap<u64, u64> = BTreeMap::new();
+        for &(t, n, admitted) in &seen {
+            let count = counted.entry(t / W).or_insert(0);
+            prop_assert_eq!(admitted, *count + n <= limit, "at {} ns, {} + {}", t, *count, n);
+            *count += if admitted { n } else { 0 };
+        }
+        let admits: Vec<_> = seen.iter().filter(|d| d.2).map(|&(t, n, _)| (t, n)).collect();
+        prop_assert!(per_window(&admits, W).values().all(|&total| total <= limit));
+        prop_assert!(span_totals(&admits, W).into_iter().all(|total| total <= 2 * limit));
     }
 
     /// A sliding-window counter admits at most `limit` per aligned window, and at most
@@ -542,17 +667,13 @@ proptest! {
     #[test]
     fn sliding_window_counter_stays_within_its_documented_bound(arrivals in arrivals(), limit in 3u64..30) {
         let clock = ManualClock::new();
-        let w = 1_000_000_000u64;
         let s = SlidingWindow::new(window(limit), clock.clone()).unwrap();
         let admits = admitted(&s, &clock, &arrivals);
-        for i in 0..admits.len() {
-            let f = admits[i].0 % w;
-            let in_span = most_in(&admits, w - 1, i);
-            prop_assert!(u128::from(in_span) * u128::from(w) <= u128::from(limit) * u128::from(w + f));
-            let k = admits[i].0 / w;
-            let aligned: u64 = admits.iter().filter(|(t, _)| t / w == k).map(|(_, n)| n).sum();
-            prop_assert!(aligned <= limit);
+        for (&(start, _), in_span) in admits.iter().zip(span_totals(&admits, W - 1)) {
+            let f = start % W;
+            prop_assert!(u128::from(in_span) * u128::from(W) <= u128::from(limit) * u128::from(W + f));
         }
+        prop_assert!(per_window(&admits, W).values().all(|&total| total <= limit));
     }
 
     /// A sliding log never admits more than `limit` in any span shorter than its window, and
@@ -562,9 +683,7 @@ proptest! {
         let clock = ManualClock::new();
         let l = SlidingLog::new(window(limit), clock.clone()).unwrap();
         let admits = admitted(&l, &clock, &arrivals);
-        for i in 0..admits.len() {
-            prop_assert!(most_in(&admits, 999_999_999, i) <= limit);
-        }
+        prop_assert!(span_totals(&admits, W - 1).into_iter().all(|total| total <= limit));
         if let Err(r) = l.try_acquire(limit) {
             let wait = r.retry_after.unwrap();
             clock.advance(wait - Duration::from_nanos(1));
@@ -574,15 +693,108 @@ proptest! {
         }
     }
 
+    /// A quota admits at most `limit` per period whatever the arrivals, refuses only a call that
+    /// would take its period over `limit`, and its overdraw alert fires exactly once in each period
+    /// whose use reaches `alert_at` (at the call that reached it) and in no other.
+    #[test]
+    fn quota_keeps_to_its_limit_per_period_and_alerts_once_per_period(
+        arrivals in arrivals(), limit in 3u64..30, percent in 1u64..=100,
+    ) {
+        let clock = ManualClock::new();
+        let alerts = Arc::new(Mutex::new(Vec::new()));
+        let sink = alerts.clone();
+        let config = QuotaConfig { limit, period: S, alert_at: percent as f64 / 100.0 };
+        let q = Quota::new(config, clock.clone())
+            .unwrap()
+            .on_alert(move |a| sink.lock().unwrap().push(a));
+        let seen = decisions(&q, &clock, &arrivals);
+        // The definition, step by step: use per period, and the alert at ceil(alert_at · limit).
+        let threshold = (percent * limit).div_ceil(100);
+        let (mut used, mut expected): (BTreeMap<u64, u64>, Vec<QuotaAlert>) = Default::default();
+        for &(t, n, admitted) in &seen {
+            let period = t / W;
+            let use_now = used.entry(period).or_insert(0);
+            prop_assert_eq!(admitted, *use_now + n <= limit, "at {} ns, {} + {}", t, *use_now, n);
+            if admitted {
+                let before = *use_now;
+                *use_now += n;
+                if before < threshold && *use_now >= threshold {
+                    expected.push(QuotaAlert { period, used: *use_now, limit });
+                }
+            }
+        }
+        prop_assert!(used.values().all(|&u| u <= limit));
+        prop_assert_eq!(&*alerts.lock().unwrap(), &expected);
+        let now = used.get(&(clock.now() / W)).copied().unwrap_or(0);
+        prop_assert_eq!((q.used(), q.alerted()), (now, now >= threshold));
+    }
+
+    /// A concurrency limiter never has more than `max_concurrent` permits out, after any
+    /// interleaving of `try_acquire`, waits, releases, cancelled waits and time; what it counts as
+    /// out is exactly what its permits hold; whenever every permit is free a waiter has been woken
+    /// (no lost wake-up); and once every permit is dropped, every waiter is served or refused, and
+    /// the count is back to 0 with nobody waiting.
+    #[test]
+    fn concurrency_limiter_never_has_more_than_max_out_and_returns_to_zero(
+        ops in proptest::collection::vec(concurrency_op(), 1..80),
+        max in 1u64..5,
+        lifo in any::<bool>(),
+    ) {
+        let clock = ManualClock::new();
+        let order = if lifo { WaitOrder::Lifo } else { WaitOrder::Fifo };
+        let wait = WaitConfig { max_wait: S, max_waiters: 3, order };
+        let c = ConcurrencyLimiter::new(ConcurrencyConfig { max_concurrent: max, wait }, clock.clone()).unwrap();
+        let (mut held, mut waiting) = (Vec::new(), Vec::new());
+        for op in ops {
+            match op {
+                ConcurrencyOp::TryAcquire(n) => held.extend(c.try_acquire(n).ok()),
+                ConcurrencyOp::Wait(n) => {
+                    let mut waiter = task::spawn(c.acquire(n));
+                    match waiter.poll() {
+                        std::task::Poll::Ready(result) => held.extend(result.ok()),
+                        std::task::Poll::Pending => waiting.push(waiter),
+                    }
+                }
+                ConcurrencyOp::Release(i) if !held.is_empty() => drop(held.swap_remove(i % held.len())),
+                ConcurrencyOp::Cancel(i) if !waiting.is_empty() => drop(waiting.remove(i % waiting.len())),
+                ConcurrencyOp::Poll => poll_woken(&mut waiting, &mut held),
+                ConcurrencyOp::AdvanceMs(ms) => clock.advance(Duration::from_millis(ms)),
+                ConcurrencyOp::Release(_) | ConcurrencyOp::Cancel(_) => {}
+            }
+            let out: u64 = held.iter().map(|p| p.count()).sum();
+            prop_assert_eq!(c.in_use(), out);
+            prop_assert!(out <= max);
+            // With every permit free, the waiter being served can proceed: it must have been woken.
+            prop_assert!(out > 0 || waiting.is_empty() || waiting.iter().any(|w| w.is_woken()),
+                "every permit is free and no waiter was woken");
+        }
+        // Wind down with the clock stopped: each release wakes the waiter being served, which
+        // takes its permits (dropped at once, waking the next) or is refused.
+        held.clear();
+        for _ in 0..20 {
+            if waiting.is_empty() {
+                break;
+            }
+            prop_assert!(waiting.iter().any(|w| w.is_woken()), "every permit is free and no waiter was woken");
+            poll_woken(&mut waiting, &mut held);
+            held.clear();
+        }
+        prop_assert!(waiting.is_empty(), "{} waiters never served", waiting.len());
+        prop_assert_eq!((c.in_use(), c.waiters()), (0, 0));
+    }
+
     /// Every rate limiter's `retry_after` is exact: refused a nanosecond before, admitted at it.
     #[test]
     fn retry_after_is_the_exact_moment_of_admission(arrivals in arrivals(), n in 1u64..4) {
         let clock = ManualClock::new();
+        let quota = QuotaConfig { limit: 5, period: S, alert_at: 1.0 };
         let limiters: Vec<Box<dyn Limiter<Clock = ManualClock>>> = vec![
             Box::new(TokenBucket::new(TokenBucketConfig { capacity: 5, refill: 7, per: S }, clock.clone()).unwrap()),
             Box::new(Gcra::new(GcraConfig { rate: 7, per: S, burst: 5 }, clock.clone()).unwrap()),
             Box::new(FixedWindow::new(window(5), clock.clone()).unwrap()),
             Box::new(SlidingWindow::new(window(5), clock.clone()).unwrap()),
+            Box::new(SlidingLog::new(window(5), clock.clone()).unwrap()),
+            Box::new(Quota::new(quota, clock.clone()).unwrap()),
         ];
         for l in &limiters {
             admitted(l.as_ref(), &clock, &arrivals);
