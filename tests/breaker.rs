@@ -1,7 +1,7 @@
 //! Circuit breakers through the public API, on a `ManualClock`: exact, no sleeping.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -514,20 +514,48 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// 2,000 cases per property. Cases are drawn with XorShift rather than proptest's default ChaCha,
+/// which, unoptimised in a test build, took most of a property's time.
+fn cases() -> ProptestConfig {
+    ProptestConfig {
+        rng_algorithm: proptest::test_runner::RngAlgorithm::XorShift,
+        ..ProptestConfig::with_cases(2000)
+    }
+}
+
+/// Ops per case: enough for several openings and half-open spells, few enough that 2,000 cases run
+/// in a second or two unoptimised.
+const OPS: usize = 200;
+
+fn nanos(clock: &ManualClock) -> u64 {
+    clock.elapsed().as_nanos() as u64
+}
+
+fn half_open_config(probes: u32) -> BreakerConfig {
+    BreakerConfig {
+        open_for: 2 * S,
+        half_open: HalfOpenConfig {
+            probes,
+            probe_timeout: 3 * S,
+            ..Default::default()
+        },
+        policies: vec![PolicyConfig::ConsecutiveFailures(ConsecutiveConfig {
+            failures: 2,
+        })],
+        ..Default::default()
+    }
+}
+
 proptest! {
+    #![proptest_config(cases())]
+
     /// Whatever happened before, once `probe_timeout` passes with no report the breaker is not
     /// stuck half-open refusing everyone: it is open or closed, or has a free probe slot.
     #[test]
     fn the_breaker_never_stays_half_open_past_probe_timeout_without_a_report(
-        ops in proptest::collection::vec(op(), 0..200),
+        ops in proptest::collection::vec(op(), 0..OPS),
     ) {
-        let config = BreakerConfig {
-            open_for: 2 * S,
-            half_open: HalfOpenConfig { probes: 3, probe_timeout: 3 * S, ..Default::default() },
-            policies: vec![PolicyConfig::ConsecutiveFailures(ConsecutiveConfig { failures: 2 })],
-            ..Default::default()
-        };
-        let (clock, b) = breaker(config);
+        let (clock, b) = breaker(half_open_config(3));
         let mut held = Vec::new();
         for op in ops {
             match op {
@@ -544,6 +572,56 @@ proptest! {
             prop_assert!(b.try_acquire().is_ok());
         }
         drop(held);
+    }
+
+    /// However calls, reports, drops and time interleave, one half-open spell lets at most
+    /// `probes` probes decide: the probes granted in it, less those ignored while it lasted (an
+    /// ignored probe frees its slot), never exceed `probes`.
+    #[test]
+    fn a_half_open_spell_never_lets_more_than_its_probes_decide(
+        ops in proptest::collection::vec(op(), 0..OPS), probes in 1u32..5,
+    ) {
+        let (clock, b) = breaker(half_open_config(probes));
+        let timeout = Duration::from_secs(3).as_nanos() as u64;
+        // Each held permit, with the spell it was granted in (a probe) and when.
+        let mut held: Vec<(sluicegate::breaker::BreakerPermit<ManualClock>, Option<u64>, u64)> = Vec::new();
+        let (mut spell, mut granted, mut ignored) = (0u64, 0u32, 0u32);
+        let mut last = State::Closed;
+        for op in ops {
+            match op {
+                Op::Acquire => {
+                    if let Ok(p) = b.try_acquire() {
+                        if p.is_probe() && last != State::HalfOpen {
+                            // The call itself turned the breaker half-open: a new spell.
+                            spell += 1;
+                            (granted, ignored) = (0, 0);
+                            last = State::HalfOpen;
+                        }
+                        let probe = p.is_probe().then_some(spell);
+                        granted += u32::from(probe.is_some());
+                        held.push((p, probe, nanos(&clock)));
+                    }
+                }
+                Op::Success => if let Some((p, ..)) = held.pop() { p.success() },
+                Op::Failure => if let Some((p, ..)) = held.pop() { p.failure() },
+                Op::Ignore => if let Some((p, probe, at)) = held.pop() {
+                    // It frees a slot only if it is still one of this spell's probes in time.
+                    if probe == Some(spell) && last == State::HalfOpen && nanos(&clock) < at + timeout {
+                        ignored += 1;
+                    }
+                    p.ignore();
+                },
+                Op::Drop => drop(held.pop()),
+                Op::Advance(ms) => clock.advance(Duration::from_millis(ms)),
+            }
+            let now = b.state();
+            if now == State::HalfOpen && last != State::HalfOpen {
+                spell += 1;
+                (granted, ignored) = (0, 0);
+            }
+            last = now;
+            prop_assert!(granted - ignored.min(granted) <= probes, "{} probes granted, {} ignored", granted, ignored);
+        }
     }
 
     /// Every permit granted closed is recorded once, whatever order the reports and drops come in.
@@ -588,4 +666,80 @@ fn failures_reported_from_many_threads_open_it_once_and_refuse_everyone_after() 
     // Opened once: the failures after the fifth came from the closed epoch and did not reopen it.
     assert_eq!(b.retry_after(), Some(10 * S));
     assert!(b.try_acquire().is_err());
+}
+
+/// 32 threads released together (a barrier) at the open → half-open edge of a breaker with
+/// `probes` probes, 200 times over: exactly `probes` of them get a permit each time, and the rest
+/// are refused as circuit-open. The clock is already past the open time when they are released,
+/// so every one of them finds the breaker open with its time up and races to turn it half-open.
+fn race_at_the_half_open_edge(probes: u32) {
+    const THREADS: usize = 32;
+    const ROUNDS: usize = 200;
+    let open_for = 2 * S;
+    let config = BreakerConfig {
+        open_for,
+        half_open: HalfOpenConfig {
+            probes,
+            ..Default::default()
+        },
+        policies: vec![PolicyConfig::ConsecutiveFailures(ConsecutiveConfig {
+            failures: 1,
+        })],
+        ..Default::default()
+    };
+    let (clock, b) = breaker(config);
+    fail(&b, 1);
+    let start = Barrier::new(THREADS + 1);
+    let done = Barrier::new(THREADS + 1);
+    let granted = std::sync::Mutex::new(Vec::new());
+    let refused = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            s.spawn(|| {
+                for _ in 0..ROUNDS {
+                    start.wait();
+                    match b.try_acquire() {
+                        Ok(p) => granted.lock().unwrap().push(p),
+                        Err(r) => {
+                            assert_eq!(r.reason, RejectReason::CircuitOpen);
+                            refused.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                    done.wait();
+                }
+            });
+        }
+        for round in 0..ROUNDS {
+            assert_eq!(b.state(), State::Open, "round {round}");
+            clock.advance(open_for);
+            start.wait();
+            done.wait();
+            let probes_now: Vec<_> = std::mem::take(&mut *granted.lock().unwrap());
+            assert_eq!(probes_now.len(), probes as usize, "round {round}");
+            assert!(probes_now.iter().all(|p| p.is_probe()), "round {round}");
+            assert_eq!(
+                refused.swap(0, Ordering::SeqCst),
+                (THREADS - probes as usize) as u64,
+                "round {round}"
+            );
+            assert_eq!(b.state(), State::HalfOpen, "round {round}");
+            // Failing the probes reopens it for the next round.
+            probes_now.into_iter().for_each(|p| p.failure());
+        }
+    });
+}
+
+#[test]
+fn thirty_two_threads_racing_into_half_open_get_exactly_one_probe() {
+    race_at_the_half_open_edge(1);
+}
+
+#[test]
+fn thirty_two_threads_racing_into_half_open_get_exactly_the_three_default_probes() {
+    race_at_the_half_open_edge(3);
+}
+
+#[test]
+fn thirty_two_threads_racing_into_half_open_get_exactly_ten_probes() {
+    race_at_the_half_open_edge(10);
 }
