@@ -9,8 +9,8 @@ use proptest::prelude::*;
 use sluicegate::clock::{Clock, ManualClock};
 use sluicegate::limit::{
     ConcurrencyConfig, ConcurrencyLimiter, ConcurrencyPermit, FixedWindow, Gcra, GcraConfig,
-    Limiter, Quota, QuotaAlert, QuotaConfig, SlidingLog, SlidingWindow, TokenBucket,
-    TokenBucketConfig, WaitConfig, WaitOrder, Waiting, WindowLimitConfig,
+    Limiter, MutexStore, Quota, QuotaAlert, QuotaConfig, SlidingLog, SlidingWindow, TokenBucket,
+    TokenBucketConfig, TokenStore, WaitConfig, WaitOrder, Waiting, WindowLimitConfig,
 };
 use sluicegate::RejectReason;
 use tokio_test::{assert_pending, assert_ready, task};
@@ -634,14 +634,23 @@ where
 proptest! {
     #![proptest_config(cases())]
 
-    /// A token bucket and GCRA never admit more than `burst + rate·t` in any span `t`.
+    /// A token bucket and GCRA never admit more than `burst + rate·t` in any span `t` (and the
+    /// bucket decides the same in its one-word, two-word or locked store).
     #[test]
     fn token_bucket_and_gcra_never_admit_more_than_burst_plus_rate_times_t(
         arrivals in arrivals(), rate in 1u64..50, burst in 3u64..20,
     ) {
+        let config = TokenBucketConfig { capacity: burst, refill: rate, per: S };
         let clock = ManualClock::new();
-        let tb = TokenBucket::new(TokenBucketConfig { capacity: burst, refill: rate, per: S }, clock.clone()).unwrap();
+        let tb = TokenBucket::new(config, clock.clone()).unwrap();
         let tb_admits = admitted(&tb, &clock, &arrivals);
+        // The same decisions whichever store holds the state.
+        let clock = ManualClock::new();
+        let wide = TokenBucket::with_store(config, clock.clone(), TokenStore::default()).unwrap();
+        prop_assert_eq!(&admitted(&wide, &clock, &arrivals), &tb_admits);
+        let clock = ManualClock::new();
+        let locked = TokenBucket::with_store(config, clock.clone(), MutexStore::default()).unwrap();
+        prop_assert_eq!(&admitted(&locked, &clock, &arrivals), &tb_admits);
         let clock = ManualClock::new();
         let g = Gcra::new(GcraConfig { rate, per: S, burst }, clock.clone()).unwrap();
         let g_admits = admitted(&g, &clock, &arrivals);

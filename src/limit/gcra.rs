@@ -32,6 +32,8 @@ pub struct Gcra<C: Clock = MonotonicClock, St = AtomicStore> {
     clock: C,
     store: St,
     step: GcraStep,
+    /// `burst · interval`, saturating: worked out once rather than on every call.
+    window: Nanos,
 }
 
 /// GCRA's arithmetic on a TAT, apart from where the TAT is kept: shared by [`Gcra`] and the
@@ -56,25 +58,43 @@ impl GcraStep {
     /// The TAT after admitting `n` at `now`, or the refusal with the exact wait. `n` must not
     /// exceed the burst.
     pub(crate) fn take(&self, tat: Nanos, now: Nanos, n: u64) -> Result<Nanos, Rejection> {
-        let window = self.burst.saturating_mul(self.interval);
+        self.advance(tat, now, n, self.window())
+            .map_err(|conforms_at| rate_limited(conforms_at, now))
+    }
+
+    /// `burst · interval`, saturating: how far ahead of now the TAT may run.
+    fn window(&self) -> Nanos {
+        self.burst.saturating_mul(self.interval)
+    }
+
+    /// The TAT after admitting `n` at `now`, or the moment at which the call would conform
+    /// (`window` is [`GcraStep::window`]). Kept apart from [`GcraStep::take`] so that a
+    /// compare-and-swap loop carries one word out and the refusal is built once, after the loop.
+    #[inline]
+    fn advance(&self, tat: Nanos, now: Nanos, n: u64, window: Nanos) -> Result<Nanos, Nanos> {
         let after = tat.max(now).saturating_add(n.saturating_mul(self.interval));
         let conforms_at = after.saturating_sub(window);
         if conforms_at <= now && after < u64::MAX {
             Ok(after)
         } else {
-            Err(refused(
-                RejectReason::RateLimited,
-                conforms_at.saturating_sub(now).max(1),
-            ))
+            Err(conforms_at)
         }
     }
 
     /// Calls that `take` would admit at `now`.
     pub(crate) fn available(&self, tat: Nanos, now: Nanos) -> u64 {
         let ahead = tat.saturating_sub(now);
-        let window = self.burst.saturating_mul(self.interval);
-        window.saturating_sub(ahead) / self.interval
+        self.window().saturating_sub(ahead) / self.interval
     }
+}
+
+/// The refusal of a call that would conform at `conforms_at` (at least a nanosecond from now).
+#[inline]
+fn rate_limited(conforms_at: Nanos, now: Nanos) -> Rejection {
+    refused(
+        RejectReason::RateLimited,
+        conforms_at.saturating_sub(now).max(1),
+    )
 }
 
 impl<C: Clock> Gcra<C> {
@@ -88,10 +108,12 @@ impl<C: Clock, St: StateStore<u64>> Gcra<C, St> {
     /// A limiter whose TAT lives in `store`.
     pub fn with_store(config: GcraConfig, clock: C, store: St) -> Result<Self, LimitConfigError> {
         config.validate()?;
+        let step = GcraStep::new(&config);
         Ok(Gcra {
             clock,
             store,
-            step: GcraStep::new(&config),
+            window: step.window(),
+            step,
         })
     }
 
@@ -113,11 +135,12 @@ impl<C: Clock, St: StateStore<u64>> Limiter for Gcra<C, St> {
             return Err(exceeds_capacity());
         }
         let now = self.clock.now();
-        self.store.update(|tat| {
-            let after = self.step.take(*tat, now, n)?;
-            *tat = after;
-            Ok(())
-        })
+        self.store
+            .update(|tat| {
+                *tat = self.step.advance(*tat, now, n, self.window)?;
+                Ok(())
+            })
+            .map_err(|conforms_at| rate_limited(conforms_at, now))
     }
 
     fn available(&self) -> u64 {

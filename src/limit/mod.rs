@@ -10,8 +10,9 @@
 //!
 //! Why it is built this way:
 //! * **Algorithm apart from storage.** Each algorithm is a pure step on its state, applied by a
-//!   [`StateStore`] ([`AtomicStore`]: one word and a compare-and-swap; [`MutexStore`]: a short
-//!   lock), so a keyed store or Redis can hold the state later, as in governor.
+//!   [`StateStore`] ([`AtomicStore`]: one word and a compare-and-swap; [`TokenStore`]: the token
+//!   bucket's, one or two words and a compare-and-swap; [`MutexStore`]: a short lock), so a keyed
+//!   store or Redis can hold the state later, as in governor.
 //! * **Waiting sleeps until a computed time.** [`Waiting`] (and the concurrency limiter's own
 //!   queue) bounds waits in time and in number, serves FIFO or newest first, and sleeps on the
 //!   [`Clock`] until the moment the limiter named, or until a permit is
@@ -64,7 +65,7 @@ pub use self::quota::{Quota, QuotaAlert, QuotaState};
 pub use self::sliding_log::{LogState, SlidingLog};
 pub use self::sliding_window::{SlidingState, SlidingWindow};
 pub use self::state::{AtomicStore, MutexStore, StateStore};
-pub use self::token_bucket::{TokenBucket, TokenState};
+pub use self::token_bucket::{TokenBucket, TokenState, TokenStore};
 pub use self::wait::Waiting;
 
 /// What every rate limiter answers.

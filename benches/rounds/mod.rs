@@ -1,0 +1,89 @@
+//! Ratios of two contenders measured in alternating rounds, for the benches that compare with a
+//! peer (see `benches/interleaved.rs` for why: on a shared machine the speed of the whole machine
+//! drifts between criterion benches run seconds apart, and a ratio of their medians carries that
+//! drift). Both sides of a ratio run in the same round, `CALLS` calls each, the order alternating
+//! round to round; the figure is the median of the rounds' ratios, with its quartiles.
+#![allow(dead_code)]
+
+use std::time::Instant;
+
+/// Calls per contender per round: long enough to dwarf the two clock reads around it, short
+/// enough that a round takes about a millisecond.
+const CALLS: u32 = 20_000;
+/// Rounds measured per ratio.
+const ROUNDS: usize = 101;
+/// Rounds run first and thrown away (caches, branch predictors).
+const WARM_UP: usize = 10;
+
+/// Whether this run measures: `cargo bench` passes `--bench`; `cargo test --all-targets` runs a
+/// bench target unoptimised and without it, and must not spend time measuring.
+pub(crate) fn measuring() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
+/// Whether the ratio labelled `label` is wanted: all of them, or those whose label contains one
+/// of the words given after `--` (the same words filter criterion's benches).
+pub(crate) fn selected(label: &str) -> bool {
+    let words: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    words.is_empty() || words.iter().any(|w| label.contains(w.as_str()))
+}
+
+/// Nanoseconds per call of `op`, over `CALLS` calls.
+fn per_call<F: FnMut()>(op: &mut F) -> f64 {
+    let started = Instant::now();
+    for _ in 0..CALLS {
+        op();
+    }
+    started.elapsed().as_nanos() as f64 / f64::from(CALLS)
+}
+
+/// The quartiles of `values` (sorted in place).
+fn quartiles(values: &mut [f64]) -> [f64; 3] {
+    values.sort_by(f64::total_cmp);
+    let at = |q: usize| values[(values.len() - 1) * q / 4];
+    [at(1), at(2), at(3)]
+}
+
+/// Measures `num / den` in alternating rounds, prints the line (with the verdict against
+/// `target`, if any) and returns the median ratio.
+pub(crate) fn ratio<N: FnMut(), D: FnMut()>(
+    label: &str,
+    mut num: N,
+    mut den: D,
+    target: Option<f64>,
+) -> Option<f64> {
+    if !selected(label) {
+        return None;
+    }
+    let mut ratios = Vec::with_capacity(ROUNDS);
+    let (mut ours, mut peer) = (Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS));
+    for round in 0..WARM_UP + ROUNDS {
+        let (n, d) = if round % 2 == 0 {
+            let n = per_call(&mut num);
+            (n, per_call(&mut den))
+        } else {
+            let d = per_call(&mut den);
+            (per_call(&mut num), d)
+        };
+        if round >= WARM_UP {
+            ratios.push(n / d);
+            ours.push(n);
+            peer.push(d);
+        }
+    }
+    let [q1, median, q3] = quartiles(&mut ratios);
+    let [_, ours, _] = quartiles(&mut ours);
+    let [_, peer, _] = quartiles(&mut peer);
+    let verdict = match target {
+        Some(t) if median <= t => format!("[target <= {t}x] ok"),
+        Some(t) => format!("[target <= {t}x] MISSED"),
+        None => String::new(),
+    };
+    println!(
+        "  {label:<58} {median:>5.2}x  (quartiles {q1:.2}-{q3:.2}; {ours:.1} ns vs {peer:.1} ns) {verdict}"
+    );
+    Some(median)
+}
