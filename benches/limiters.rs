@@ -12,10 +12,10 @@
 //! | bench | one call |
 //! |---|---|
 //! | `gcra/admitted_*` | `Gcra::try_acquire(1)` with a rate no bench can exhaust (one per ns) |
-//! | `gcra/refused_*` | the same on a GCRA of one call per hour whose call is spent |
+//! | `gcra/refused_*` | the same on a GCRA of one call per second whose call is spent |
 //! | `token_bucket/admitted_*`, `token_bucket/refused_*` | the same on a `TokenBucket` |
 //! | `governor/check_*` | governor's `check()` on a quota no bench can exhaust |
-//! | `governor/deny_*` | governor's `check()` on a quota of one per hour whose cell is spent |
+//! | `governor/deny_*` | governor's `check()` on a quota of one per second whose cell is spent |
 //!
 //! The target: our GCRA and token bucket cost at most 1.0× governor's `check()`, admitted and
 //! refused, on the same clock.
@@ -35,7 +35,10 @@ use sluicegate::limit::{Gcra, GcraConfig, Limiter, TokenBucket, TokenBucketConfi
 mod rounds;
 use rounds::{measuring, ratio};
 
-const HOUR: Duration = Duration::from_secs(3600);
+/// The period of the spent limiters: a refusal names a wait under it, as most refusals of a rate
+/// limiter do (a wait of a second or more costs sluicegate one more multiplication, to split the
+/// `retry_after` into seconds and nanoseconds).
+const SECOND: Duration = Duration::from_secs(1);
 
 /// A GCRA no bench can exhaust: one call per nanosecond, a million banked.
 fn gcra_open<C: Clock>(clock: C) -> Gcra<C> {
@@ -47,11 +50,11 @@ fn gcra_open<C: Clock>(clock: C) -> Gcra<C> {
     Gcra::new(config, clock).expect("valid config")
 }
 
-/// A GCRA of one call per hour whose call is spent: every call is refused.
+/// A GCRA of one call per second whose call is spent: every call is refused (but one a second).
 fn gcra_spent<C: Clock>(clock: C) -> Gcra<C> {
     let config = GcraConfig {
         rate: 1,
-        per: HOUR,
+        per: SECOND,
         burst: 1,
     };
     let gcra = Gcra::new(config, clock).expect("valid config");
@@ -70,12 +73,13 @@ fn bucket_open<C: Clock>(clock: C) -> TokenBucket<C> {
     TokenBucket::new(config, clock).expect("valid config")
 }
 
-/// A token bucket of one token per hour whose token is spent: every call is refused.
+/// A token bucket of one token per second whose token is spent: every call is refused (but one
+/// a second).
 fn bucket_spent<C: Clock>(clock: C) -> TokenBucket<C> {
     let config = TokenBucketConfig {
         capacity: 1,
         refill: 1,
-        per: HOUR,
+        per: SECOND,
     };
     let bucket = TokenBucket::new(config, clock).expect("valid config");
     assert!(bucket.try_acquire(1).is_ok());
@@ -95,9 +99,9 @@ fn governor_open<K: GovernorClock>(clock: K) -> Governor<K> {
     RateLimiter::direct_with_clock(Quota::per_second(NonZeroU32::MAX), clock)
 }
 
-/// governor on `clock`, one cell per hour, spent: every `check()` is denied.
+/// governor on `clock`, one cell per second, spent: every `check()` is denied (but one a second).
 fn governor_spent<K: GovernorClock>(clock: K) -> Governor<K> {
-    let quota = Quota::with_period(HOUR).expect("non-zero period");
+    let quota = Quota::with_period(SECOND).expect("non-zero period");
     let limiter = RateLimiter::direct_with_clock(quota, clock);
     assert!(limiter.check().is_ok());
     assert!(limiter.check().is_err(), "must be spent");
