@@ -87,12 +87,8 @@ fn bucket_spent<C: Clock>(clock: C) -> TokenBucket<C> {
     bucket
 }
 
-type Governor<K> = RateLimiter<
-    NotKeyed,
-    InMemoryState,
-    K,
-    NoOpMiddleware<<K as GovernorClock>::Instant>,
->;
+type Governor<K> =
+    RateLimiter<NotKeyed, InMemoryState, K, NoOpMiddleware<<K as GovernorClock>::Instant>>;
 
 /// governor on `clock` with a quota no bench can exhaust.
 fn governor_open<K: GovernorClock>(clock: K) -> Governor<K> {
@@ -130,18 +126,34 @@ fn single_thread(c: &mut Criterion) {
     bench(c, "gcra/refused_std", ours(&gcra_spent(std)));
     bench(c, "token_bucket/admitted_std", ours(&bucket_open(std)));
     bench(c, "token_bucket/refused_std", ours(&bucket_spent(std)));
-    bench(c, "governor/check_std", theirs(&governor_open(GovernorStdClock)));
-    bench(c, "governor/deny_std", theirs(&governor_spent(GovernorStdClock)));
+    bench(
+        c,
+        "governor/check_std",
+        theirs(&governor_open(GovernorStdClock)),
+    );
+    bench(
+        c,
+        "governor/deny_std",
+        theirs(&governor_spent(GovernorStdClock)),
+    );
     #[cfg(feature = "quanta")]
     {
         use sluicegate::clock::QuantaClock;
         let tsc = QuantaClock::new();
         bench(c, "gcra/admitted_quanta", ours(&gcra_open(tsc.clone())));
         bench(c, "gcra/refused_quanta", ours(&gcra_spent(tsc.clone())));
-        bench(c, "token_bucket/admitted_quanta", ours(&bucket_open(tsc.clone())));
+        bench(
+            c,
+            "token_bucket/admitted_quanta",
+            ours(&bucket_open(tsc.clone())),
+        );
         bench(c, "token_bucket/refused_quanta", ours(&bucket_spent(tsc)));
         let default = DefaultClock::default();
-        bench(c, "governor/check_quanta", theirs(&governor_open(default.clone())));
+        bench(
+            c,
+            "governor/check_quanta",
+            theirs(&governor_open(default.clone())),
+        );
         bench(c, "governor/deny_quanta", theirs(&governor_spent(default)));
     }
 }
@@ -152,15 +164,38 @@ fn ratios_on<C: Clock, K: GovernorClock + Clone>(clock: C, peer: K, kind: &str) 
     let target = Some(1.0);
     let label = |what: &str, to: &str| format!("{what} / governor {to} ({kind}):");
     let gcra = gcra_open(clock.clone());
-    ratio(&label("gcra admitted", "check"), ours(&gcra), theirs(&open), target);
+    ratio(
+        &label("gcra admitted", "check"),
+        ours(&gcra),
+        theirs(&open),
+        target,
+    );
     assert!(gcra.try_acquire(1).is_ok(), "the open GCRA refused a call");
     let gcra = gcra_spent(clock.clone());
-    ratio(&label("gcra refused", "deny"), ours(&gcra), theirs(&spent), target);
+    ratio(
+        &label("gcra refused", "deny"),
+        ours(&gcra),
+        theirs(&spent),
+        target,
+    );
     let bucket = bucket_open(clock.clone());
-    ratio(&label("token_bucket admitted", "check"), ours(&bucket), theirs(&open), target);
-    assert!(bucket.try_acquire(1).is_ok(), "the open bucket refused a call");
+    ratio(
+        &label("token_bucket admitted", "check"),
+        ours(&bucket),
+        theirs(&open),
+        target,
+    );
+    assert!(
+        bucket.try_acquire(1).is_ok(),
+        "the open bucket refused a call"
+    );
     let bucket = bucket_spent(clock);
-    ratio(&label("token_bucket refused", "deny"), ours(&bucket), theirs(&spent), target);
+    ratio(
+        &label("token_bucket refused", "deny"),
+        ours(&bucket),
+        theirs(&spent),
+        target,
+    );
     assert!(open.check().is_ok() && spent.check().is_err());
 }
 
