@@ -93,7 +93,7 @@ fn health(phase: usize, into: u64) -> Health {
     match PHASES[phase].0 {
         "failing" => FAILING,
         "slow" => SLOW,
-        "flapping" if (into / (3 * SECOND)) % 2 == 0 => FAILING,
+        "flapping" if (into / (3 * SECOND)).is_multiple_of(2) => FAILING,
         _ => HEALTHY,
     }
 }
