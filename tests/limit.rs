@@ -102,6 +102,52 @@ fn every_limiter_refuses_more_than_its_capacity_and_never_admits_it() {
 }
 
 #[test]
+fn a_clock_gone_back_refills_nothing_and_admits_nothing_extra() {
+    let clock = ManualClock::new();
+    let config = TokenBucketConfig {
+        capacity: 2,
+        refill: 3,
+        per: S,
+    };
+    let limiters: Vec<Box<dyn Limiter<Clock = ManualClock>>> = vec![
+        Box::new(TokenBucket::new(config, clock.clone()).unwrap()),
+        Box::new(
+            TokenBucket::new(
+                TokenBucketConfig {
+                    refill: 4,
+                    ..config
+                },
+                clock.clone(),
+            )
+            .unwrap(),
+        ),
+        Box::new(
+            Gcra::new(
+                GcraConfig {
+                    rate: 4,
+                    per: S,
+                    burst: 2,
+                },
+                clock.clone(),
+            )
+            .unwrap(),
+        ),
+    ];
+    for l in &limiters {
+        clock.set(10 * S);
+        l.try_acquire(2).unwrap();
+        clock.set(5 * S);
+        assert!(l.try_acquire(1).is_err());
+        assert_eq!(l.available(), 0);
+        // Back where it was, nothing was taken meanwhile: the same answers as if it never left.
+        clock.set(10 * S);
+        let r = l.try_acquire(1).unwrap_err();
+        clock.advance(r.retry_after.unwrap());
+        l.try_acquire(1).unwrap();
+    }
+}
+
+#[test]
 fn gcra_admits_the_burst_then_one_per_interval() {
     let clock = ManualClock::new();
     let g = Gcra::new(
