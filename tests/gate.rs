@@ -1017,11 +1017,8 @@ fn cancelled_calls_are_not_counted_as_completions_of_the_service() {
         drop(gate.try_acquire(&Request::url("/x")).unwrap());
     }
     for _ in 0..3 {
-        let mut call = task::spawn(gate.call(
-            Request::url("/x"),
-            std::future::pending::<()>,
-            |_| async {},
-        ));
+        let mut call =
+            task::spawn(gate.call(Request::url("/x"), std::future::pending::<()>, |_| async {}));
         assert_pending!(call.poll());
         drop(call);
     }
