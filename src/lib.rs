@@ -140,6 +140,7 @@ pub mod capacity;
 pub mod clock;
 pub mod config;
 pub mod counters;
+pub mod deadline;
 pub mod gate;
 pub mod hinge;
 pub mod inflight;
@@ -149,6 +150,7 @@ pub mod low_tail;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod middleware;
+pub mod policy;
 pub mod probe;
 pub mod rejection;
 pub mod request;

@@ -75,6 +75,8 @@ impl<C: Clock> GateBuilder<C> {
     /// with a warning and leaves memory unknown (the memory ceiling open), as a failing probe does.
     pub fn build(self) -> Result<Gate<C>, ConfigError> {
         self.config.validate()?;
+        let policies =
+            crate::policy::Policies::from_policies(&self.config.policies, self.clock.clone())?;
         let now = self.clock.now();
         let settings = Settings::new(self.config, None, self.lookup.is_some());
         let memory = Arc::new(MemoryGauge::new());
@@ -144,6 +146,7 @@ impl<C: Clock> GateBuilder<C> {
             system_probe,
             probe_thread: Mutex::new(probe_thread),
             lookup: self.lookup,
+            policies,
         };
         inner
             .hot

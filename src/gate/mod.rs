@@ -104,10 +104,12 @@ use crate::turnstile::{Drawn, Turnstile};
 
 mod admit;
 mod builder;
+mod deadline;
 mod limits;
 mod memory_fit;
 mod owned;
 mod permit;
+mod policy;
 mod tick;
 pub use builder::GateBuilder;
 use builder::ProbeChoice;
@@ -461,6 +463,8 @@ struct Inner<C: Clock> {
     system_probe: Option<Arc<SystemMemoryProbe>>,
     probe_thread: Mutex<Option<ProbeThread>>,
     lookup: Option<Arc<dyn UrgencyLookup>>,
+    /// The per-route policies of the config (`[policies]`), rebuilt on reload.
+    policies: crate::policy::Policies<C>,
 }
 
 impl Thresholds {
@@ -547,13 +551,9 @@ impl<C: Clock> Gate<C> {
         };
         match admission? {
             Admission::Now(permit) => Ok(permit),
-            Admission::Wait(ticket) => {
-                if !inner.clock.can_sleep() {
-                    return Err(ticket.refuse_unable_to_wait());
-                }
-                inner.clock.sleep_until(ticket.until).await;
-                ticket.finish()
-            }
+            // Boxed: the wait (bounded by the request's deadline, see `deadline.rs`) is rare, and
+            // kept out of this future it leaves every other admission's future small.
+            Admission::Wait(ticket) => Box::pin(inner.wait_for_token(ticket, request)).await,
         }
     }
 
@@ -562,6 +562,9 @@ impl<C: Clock> Gate<C> {
         match self.begin(request)? {
             Admission::Now(permit) => Ok(permit),
             Admission::Wait(ticket) => {
+                if request.cancel().is_some_and(|c| c.is_cancelled()) {
+                    return Err(ticket.refuse_cancelled());
+                }
                 self.inner.clock.block_until(ticket.until);
                 ticket.finish()
             }
@@ -579,8 +582,16 @@ impl<C: Clock> Gate<C> {
     ///
     /// A request whose urgency must come from the [`UrgencyLookup`] and is not cached is classified
     /// with [`UrgencyLookup::lookup_blocking`].
+    ///
+    /// A request whose token would come after its deadline ([`Request::with_deadline`]) is
+    /// refused at once with [`RejectReason::DeadlineExceeded`], the token given back.
     pub fn begin(&self, request: &Request<'_>) -> Result<Admission<'_, C>, Rejection> {
-        self.decide(request)
+        match self.decide(request)? {
+            Admission::Wait(ticket) if ticket.until > request.deadline_nanos() => {
+                Err(ticket.refuse_past_deadline())
+            }
+            admission => Ok(admission),
+        }
     }
 
     /// [`Gate::begin`], giving back what the caller asks for (see [`Decided`]).
@@ -613,6 +624,10 @@ impl<C: Clock> Gate<C> {
         F: FnOnce(Rejection) -> FFut,
         FFut: std::future::Future<Output = T>,
     {
+        if self.calls_through_policy(&request) {
+            // Boxed, so that the future of a call without policies stays as small as it was.
+            return Box::pin(crate::policy::gate_call(self, request, success, fail)).await;
+        }
         match self.acquire(&request).await {
             Ok(mut permit) => {
                 permit.outcome = Outcome::Cancelled;
@@ -632,6 +647,9 @@ impl<C: Clock> Gate<C> {
         success: impl FnOnce() -> T,
         fail: impl FnOnce(Rejection) -> T,
     ) -> T {
+        if self.calls_through_policy(&request) {
+            return crate::policy::gate_call_blocking(self, request, success, fail);
+        }
         match self.acquire_blocking(&request) {
             Ok(_permit) => success(),
             Err(rejection) => fail(rejection),
@@ -661,6 +679,7 @@ impl<C: Clock> Gate<C> {
     pub fn reload(&self, config: Config) -> Result<(), ConfigError> {
         config.validate()?;
         let inner = &*self.inner;
+        let policies = inner.policies.prepare(&config.policies)?;
         let old = inner.settings.load_full();
         let settings = Settings::new(config, Some(&old.ring), inner.lookup.is_some());
         let g = &settings.config.gate;
@@ -684,6 +703,7 @@ impl<C: Clock> Gate<C> {
             t.set_interval(settings.config.sampler.probe_interval);
         }
         inner.settings.store(Arc::new(settings));
+        inner.policies.install(policies);
         if mode_changed {
             self.set_switch(mode);
         }
