@@ -55,6 +55,7 @@ mod cancel;
 mod grpc;
 mod within;
 
+#[cfg(feature = "tower")]
 pub(crate) use self::cancel::Listener;
 pub use self::cancel::{Cancel, Cancelled};
 pub use self::grpc::parse_grpc_timeout;

@@ -19,6 +19,8 @@ use super::Policies;
 
 /// A refusal and the stage that gave it.
 #[derive(Debug, Clone)]
+// The stage and the rate are read by the tower layer only.
+#[cfg_attr(not(feature = "tower"), allow(dead_code))]
 pub(crate) struct Refusal {
     pub(crate) rejection: Rejection,
     pub(crate) stage: StageKind,

@@ -456,6 +456,21 @@ fn check_rate(
             "burst" | "capacity" | "rate" | "refill" | "limit" => ("rate", written, "the count"),
             _ => ("rate", written, "the window"),
         };
+        // Named where this table breaks it: the key itself, or the key of the rate it sets.
+        let set_here = [
+            ("rate", own.rate.is_some()),
+            ("burst", own.burst.is_some()),
+            ("algorithm", own.algorithm.is_some()),
+            ("rate_wait", own.rate_wait.is_some()),
+        ];
+        let key = match set_here.iter().find(|(k, _)| *k == key) {
+            Some((_, true)) => key,
+            _ if is_default => key,
+            _ => set_here
+                .iter()
+                .find(|(_, set)| *set)
+                .map_or(key, |(k, _)| *k),
+        };
         let rule = format!("{what} {}", rule.replace("`per`", "the window"));
         push(report, at, key, value, &rule);
     }
