@@ -114,10 +114,7 @@ fn a_blocking_wait_is_bounded_by_the_deadline() {
     });
     clock.wait_for_sleepers(1);
     clock.advance(50 * MS);
-    assert_eq!(
-        thread.join().unwrap(),
-        Err(RejectReason::DeadlineExceeded)
-    );
+    assert_eq!(thread.join().unwrap(), Err(RejectReason::DeadlineExceeded));
 }
 
 #[test]
@@ -238,7 +235,10 @@ async fn the_earlier_of_the_requests_deadline_and_the_policys_timeout_holds() {
         Some(Duration::from_secs(1))
     );
     let none = policies("", &clock);
-    assert_eq!(none.acquire(&Request::url("/a")).await.unwrap().deadline(), None);
+    assert_eq!(
+        none.acquire(&Request::url("/a")).await.unwrap().deadline(),
+        None
+    );
 }
 
 #[tokio::test]
@@ -308,7 +308,11 @@ fn a_cancellation_while_waiting_is_a_cancellation_and_a_late_one_is_a_deadline()
     drop(holder);
     let stats = &p.stats()[0];
     assert_eq!((stats.in_flight, stats.waiting), (0, 0));
-    assert_eq!(stats.breaker, Some(State::Closed), "no refusal is a failure");
+    assert_eq!(
+        stats.breaker,
+        Some(State::Closed),
+        "no refusal is a failure"
+    );
 }
 
 #[test]
@@ -348,7 +352,11 @@ fn a_cancellation_while_running_is_a_cancellation_and_a_late_one_is_a_timeout() 
 
     let counts = p.totals();
     assert_eq!((counts.cancelled_running, counts.timed_out), (1, 1));
-    assert_eq!(p.stats()[0].breaker, Some(State::Open), "a timeout is a failure");
+    assert_eq!(
+        p.stats()[0].breaker,
+        Some(State::Open),
+        "a timeout is a failure"
+    );
     assert_eq!(p.stats()[0].in_flight, 0);
 }
 
@@ -400,7 +408,12 @@ fn within_says_what_ended_the_future_first() {
     let mut done = Box::pin(within(&clock, Some(10 * MS), None, async { 7 }));
     assert_eq!(poll_once(&mut done), Poll::Ready(Ok(7)));
 
-    let mut slow = Box::pin(within(&clock, Some(10 * MS), None, std::future::pending::<()>()));
+    let mut slow = Box::pin(within(
+        &clock,
+        Some(10 * MS),
+        None,
+        std::future::pending::<()>(),
+    ));
     assert!(poll_once(&mut slow).is_pending());
     clock.advance(10 * MS);
     assert_eq!(poll_once(&mut slow), Poll::Ready(Err(Ended::Deadline)));
@@ -414,7 +427,10 @@ fn within_says_what_ended_the_future_first() {
     ));
     assert!(poll_once(&mut cancelled).is_pending());
     cancel.cancel();
-    assert_eq!(poll_once(&mut cancelled), Poll::Ready(Err(Ended::Cancelled)));
+    assert_eq!(
+        poll_once(&mut cancelled),
+        Poll::Ready(Err(Ended::Cancelled))
+    );
 }
 
 #[test]
