@@ -207,7 +207,7 @@ fn a_policy_timeout_bounds_the_call_and_the_breaker_counts_it_as_a_failure() {
         &clock,
     );
     let request = Request::url("/slow");
-    let mut call = Box::pin(p.call(&request, || std::future::pending::<Result<(), ()>>()));
+    let mut call = Box::pin(p.call(&request, std::future::pending::<Result<(), ()>>));
     assert!(poll_once(&mut call).is_pending());
     clock.advance(100 * MS - NS);
     assert!(poll_once(&mut call).is_pending());

@@ -30,7 +30,7 @@
 //! use sluicegate::limit::{ConcurrencyConfig, ConcurrencyLimiter};
 //! use sluicegate::{deadline, RejectReason};
 //!
-//! # #[tokio::main(flavor = "current_thread")]
+//! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let clock = ManualClock::new();
 //! let limiter = ConcurrencyLimiter::new(ConcurrencyConfig { max_concurrent: 1, ..Default::default() }, clock.clone())?;

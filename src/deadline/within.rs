@@ -37,7 +37,7 @@ pub enum Ended {
 /// use sluicegate::clock::ManualClock;
 /// use sluicegate::deadline::{self, within, Ended};
 ///
-/// # #[tokio::main(flavor = "current_thread")]
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 /// # async fn main() {
 /// let clock = ManualClock::new();
 /// let at = deadline::after(&clock, Duration::from_millis(100));

@@ -72,7 +72,7 @@
 //! # }
 //! ```
 //!
-//! Inside a gate: a [`Gate`](crate::Gate) built from a configuration with `[policies]` applies
+//! Inside a gate: a [`Gate`] built from a configuration with `[policies]` applies
 //! them in [`Gate::call`](crate::Gate::call), [`Gate::call_blocking`](crate::Gate::call_blocking)
 //! and [`Gate::acquire_with_policy`](crate::Gate::acquire_with_policy) (the gate last), keeps them
 //! in [`Gate::policies`](crate::Gate::policies) and rebuilds them on reload; the tower layer

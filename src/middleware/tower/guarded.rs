@@ -9,6 +9,7 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::Poll;
 
+use http::header::HeaderName;
 use http::StatusCode;
 use tower_service::Service;
 
@@ -24,7 +25,7 @@ use crate::rejection::{RejectReason, Rejection};
 use crate::request::Request;
 
 /// The header of a gRPC request's timeout.
-const GRPC_TIMEOUT: &str = "grpc-timeout";
+static GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
 /// What an answer says to a policy's breaker: a failure by the layer's rule (5xx by default),
 /// nothing for any other 4xx (the caller's own mistake), a success otherwise.
@@ -44,7 +45,7 @@ impl<C: Clock> Exchange<C> {
         if !self.grpc_timeout {
             return None;
         }
-        let value = request.headers().get(GRPC_TIMEOUT)?;
+        let value = request.headers().get(&GRPC_TIMEOUT)?;
         if !is_grpc(request.headers()) {
             return None;
         }
