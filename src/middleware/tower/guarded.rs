@@ -45,10 +45,11 @@ impl<C: Clock> Exchange<C> {
         if !self.grpc_timeout {
             return None;
         }
-        let value = request.headers().get(&GRPC_TIMEOUT)?;
+        // `content-type` first: a standard header, found without hashing its name.
         if !is_grpc(request.headers()) {
             return None;
         }
+        let value = request.headers().get(&GRPC_TIMEOUT)?;
         let Some(timeout) = parse_grpc_timeout(value.as_bytes()) else {
             tracing::debug!(value = ?value, "malformed grpc-timeout ignored");
             return None;
