@@ -707,3 +707,67 @@ fn policies_are_send_sync_and_their_permit_is_send_and_static() {
     send_static::<sluicegate::policy::PolicyPermit>();
     let _ = ManualClock::new().now();
 }
+
+/// A TOML-ish value: numbers of every kind, rates, durations, tables, and junk.
+fn toml_value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<i64>().prop_map(|v| v.to_string()),
+        any::<u64>().prop_map(|v| v.to_string()),
+        any::<f64>().prop_map(|v| format!("{v:?}")),
+        Just("true".to_owned()),
+        Just("false".to_owned()),
+        Just("\"off\"".to_owned()),
+        "[0-9]{0,22}/[0-9]{0,4}(ns|ms|s|m|h|d|years| ?[a-z]{0,3})".prop_map(|v| format!("\"{v}\"")),
+        "[0-9]{0,22}(ns|ms|s|m|h|years| ?[a-z]{0,3})".prop_map(|v| format!("\"{v}\"")),
+        "(gcra|token_bucket|sliding_log|fixed_window|sliding_window|quota|[a-z_]{0,8})"
+            .prop_map(|v| format!("\"{v}\"")),
+        "\\{ ?((limit|window|max_wait|max_waiters|order|open_for|probes|x) = [0-9]{0,3}(s|ms)?,? ?){0,3}\\}",
+        "[a-z0-9 .\\[\\]{}=\"'+/-]{0,20}",
+    ]
+}
+
+const POLICY_KEYS: &[&str] = &[
+    "rate",
+    "algorithm",
+    "burst",
+    "max_concurrent",
+    "timeout",
+    "gate",
+    "breaker",
+    "rate_wait",
+    "concurrency_wait",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// Any value for any key of a policy: no panic; a refusal names that route (and, where it
+    /// can, the key); an accepted table round-trips through TOML.
+    #[test]
+    fn any_value_for_any_policy_key_never_panics_and_a_refusal_names_the_route(
+        key in proptest::sample::select(POLICY_KEYS),
+        value in toml_value(),
+        also_rate in any::<bool>(),
+    ) {
+        let rate = if also_rate && key != "rate" { "rate = \"5/s\"\n" } else { "" };
+        let text = format!("[policies.\"/p/*\"]\n{rate}{key} = {value}\n");
+        let route = "policies.\"/p/*\"";
+        match Config::from_toml_str(&text) {
+            Ok(c) => {
+                let written = c.to_toml_string();
+                prop_assert_eq!(Config::from_toml_str(&written).unwrap(), c, "{}", written);
+            }
+            Err(ConfigError::Syntax { key: Some(found), message, .. }) => {
+                prop_assert!(found.starts_with(route) || found == "policies", "{} {}", found, message);
+            }
+            Err(ConfigError::Syntax { key: None, line, .. }) => prop_assert!(line.is_some()),
+            Err(ConfigError::Invalid(violations)) => {
+                prop_assert!(!violations.is_empty());
+                for v in &violations {
+                    prop_assert!(v.key.starts_with(route), "{:?}", violations);
+                }
+            }
+            Err(other) => prop_assert!(false, "unexpected {:?}", other),
+        }
+    }
+}
