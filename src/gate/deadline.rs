@@ -29,6 +29,19 @@ impl<C: Clock> Inner<C> {
     }
 }
 
+impl<'g, C: Clock> Admission<'g, C> {
+    /// The admission, or a refusal if it is a wait that would end after the request's deadline
+    /// (the token given back).
+    pub(super) fn within_deadline(self, request: &Request<'_>) -> Result<Self, Rejection> {
+        match self {
+            Admission::Wait(ticket) if ticket.until > request.deadline_nanos() => {
+                Err(ticket.refuse_past_deadline())
+            }
+            admission => Ok(admission),
+        }
+    }
+}
+
 impl<C: Clock> Ticket<'_, C> {
     /// Refuses a waiter whose token would come after its deadline, giving the token back.
     pub(super) fn refuse_past_deadline(mut self) -> Rejection {

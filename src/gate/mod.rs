@@ -551,8 +551,7 @@ impl<C: Clock> Gate<C> {
         };
         match admission? {
             Admission::Now(permit) => Ok(permit),
-            // Boxed: the wait (bounded by the request's deadline, see `deadline.rs`) is rare, and
-            // kept out of this future it leaves every other admission's future small.
+            // Boxed: rare, and kept out of this future it leaves every other one small.
             Admission::Wait(ticket) => Box::pin(inner.wait_for_token(ticket, request)).await,
         }
     }
@@ -581,17 +580,10 @@ impl<C: Clock> Gate<C> {
     /// loop, a timer wheel) and then calls [`Ticket::admit`]. Dropping the ticket abandons the wait.
     ///
     /// A request whose urgency must come from the [`UrgencyLookup`] and is not cached is classified
-    /// with [`UrgencyLookup::lookup_blocking`].
-    ///
-    /// A request whose token would come after its deadline ([`Request::with_deadline`]) is
-    /// refused at once with [`RejectReason::DeadlineExceeded`], the token given back.
+    /// with [`UrgencyLookup::lookup_blocking`]. One whose token would come after its deadline
+    /// ([`Request::with_deadline`]) is refused at once (`DeadlineExceeded`), the token given back.
     pub fn begin(&self, request: &Request<'_>) -> Result<Admission<'_, C>, Rejection> {
-        match self.decide(request)? {
-            Admission::Wait(ticket) if ticket.until > request.deadline_nanos() => {
-                Err(ticket.refuse_past_deadline())
-            }
-            admission => Ok(admission),
-        }
+        Admission::within_deadline(self.decide(request)?, request)
     }
 
     /// [`Gate::begin`], giving back what the caller asks for (see [`Decided`]).
