@@ -141,6 +141,7 @@ pub mod capacity;
 pub mod clock;
 pub mod config;
 pub mod counters;
+pub mod deadline;
 pub mod gate;
 pub mod hinge;
 pub mod inflight;
@@ -154,6 +155,7 @@ pub mod middleware;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod observe;
+pub mod policy;
 pub mod probe;
 pub mod rejection;
 #[cfg(feature = "reload")]

@@ -28,6 +28,14 @@ pub enum RejectReason {
     /// The request asked for more than the limiter can ever grant at once (`n` above its
     /// capacity): it is never admitted, so there is no `retry_after`.
     ExceedsCapacity,
+    /// The request's deadline ([`Request::with_deadline`](crate::Request::with_deadline), or the
+    /// `timeout` of its policy) had passed, or would pass before its turn came: it was refused
+    /// rather than kept waiting in vain. No `retry_after`: the same request would be too late
+    /// again; the caller may retry with a new deadline.
+    DeadlineExceeded,
+    /// The caller cancelled the request ([`Cancel`](crate::deadline::Cancel)) before it was
+    /// admitted.
+    Cancelled,
 }
 
 impl RejectReason {
@@ -42,6 +50,8 @@ impl RejectReason {
             RejectReason::QuotaExhausted => "quota_exhausted",
             RejectReason::ConcurrencyLimited => "concurrency_limited",
             RejectReason::ExceedsCapacity => "exceeds_capacity",
+            RejectReason::DeadlineExceeded => "deadline_exceeded",
+            RejectReason::Cancelled => "cancelled",
         }
     }
 }

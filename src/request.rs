@@ -1,6 +1,11 @@
 //! Requests and their urgency.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
+
+use crate::clock::{duration_to_nanos, Nanos};
+use crate::deadline::{Cancel, NO_DEADLINE};
 
 /// How urgent a request is: while the switch is on, urgent requests keep the main token bucket and
 /// non-urgent ones are the first to be slowed down.
@@ -50,6 +55,9 @@ pub struct Request<'a> {
     target: Target<'a>,
     urgency: Option<Urgency>,
     cost: u64,
+    /// The deadline in the gate clock's nanoseconds; [`NO_DEADLINE`] for none.
+    deadline: Nanos,
+    cancel: Option<&'a Cancel>,
 }
 
 impl<'a> Request<'a> {
@@ -59,6 +67,8 @@ impl<'a> Request<'a> {
             target: Target::Url(path),
             urgency: None,
             cost: 0,
+            deadline: NO_DEADLINE,
+            cancel: None,
         }
     }
 
@@ -68,6 +78,8 @@ impl<'a> Request<'a> {
             target: Target::Method { interface, method },
             urgency: None,
             cost: 0,
+            deadline: NO_DEADLINE,
+            cancel: None,
         }
     }
 
@@ -103,6 +115,60 @@ impl<'a> Request<'a> {
     /// The declared memory cost in bytes (0: not declared).
     pub const fn cost(&self) -> u64 {
         self.cost
+    }
+
+    /// Sets the moment, in the gate clock's time (as [`Ticket::ready_at`](crate::Ticket::ready_at)
+    /// reads it: time since the clock's origin), after which the request is of no use to its
+    /// caller. Every wait on its way is bounded by it: a request whose token or turn would come
+    /// later is refused with [`RejectReason::DeadlineExceeded`](crate::RejectReason::DeadlineExceeded)
+    /// rather than kept waiting in vain (see [`crate::deadline`]). A policy's `timeout` may set
+    /// an earlier one; the earlier of the two holds.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sluicegate::clock::ManualClock;
+    /// use sluicegate::{deadline, Request};
+    ///
+    /// let clock = ManualClock::new();
+    /// let request = Request::url("/pay").with_deadline(deadline::after(&clock, Duration::from_millis(250)));
+    /// assert_eq!(request.deadline(), Some(Duration::from_millis(250)));
+    /// ```
+    pub fn with_deadline(mut self, at: Duration) -> Self {
+        self.deadline = duration_to_nanos(at);
+        self
+    }
+
+    /// The deadline, if one was set.
+    pub fn deadline(&self) -> Option<Duration> {
+        (self.deadline != NO_DEADLINE).then(|| Duration::from_nanos(self.deadline))
+    }
+
+    /// The deadline in the clock's nanoseconds, [`NO_DEADLINE`] for none.
+    pub(crate) const fn deadline_nanos(&self) -> Nanos {
+        self.deadline
+    }
+
+    /// The request with its deadline at `at` nanoseconds, or its own if that is earlier.
+    pub(crate) const fn with_deadline_before(mut self, at: Nanos) -> Self {
+        if at < self.deadline {
+            self.deadline = at;
+        }
+        self
+    }
+
+    /// Lets the caller cancel the request while it waits (and, under a policy, while its call
+    /// runs): when `cancel` fires first, the wait ends with
+    /// [`RejectReason::Cancelled`](crate::RejectReason::Cancelled). Dropping the future that
+    /// waits cancels too; this is for callers that must still be answered (see
+    /// [`crate::deadline`]).
+    pub const fn with_cancel(mut self, cancel: &'a Cancel) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    /// The cancellation signal, if one was set.
+    pub const fn cancel(&self) -> Option<&'a Cancel> {
+        self.cancel
     }
 
     /// What the request names.

@@ -151,6 +151,7 @@ fn partial_file_keeps_defaults_for_missing_keys() {
             non_urgent: vec!["/report/*".to_owned()],
             ..RoutesConfig::default()
         },
+        ..Config::default()
     };
     assert_eq!(config, expected);
 }
@@ -894,6 +895,7 @@ fn valid_config() -> impl Strategy<Value = Config> {
         gate,
         sampler,
         routes,
+        ..Config::default()
     })
 }
 

@@ -322,6 +322,13 @@ impl<C: Clock> BreakerPermit<C> {
         self.ticket.probe.is_some()
     }
 
+    /// Times the call from now rather than from the grant: a policy that took the permit before
+    /// its request queued for a limiter calls this when the call starts, so that the wait does
+    /// not count as slowness of the downstream.
+    pub(crate) fn start_timing(&mut self) {
+        self.ticket.started = self.shared.clock.now();
+    }
+
     fn settle(&mut self, outcome: Outcome) {
         if std::mem::replace(&mut self.settled, true) || !self.ticket.counted {
             return;

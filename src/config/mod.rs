@@ -13,7 +13,8 @@
 //!
 //! # Format
 //!
-//! TOML with three optional tables, `[gate]`, `[sampler]` and `[routes]`; every key is optional and
+//! TOML with four optional tables, `[gate]`, `[sampler]`, `[routes]` and `[policies]` (see
+//! [`crate::policy`]); every key is optional and
 //! falls back to its default (the original design's figures, see [`Config::default`] and the shipped
 //! `config/sluicegate.toml`, also available as [`Config::default_toml`]). Unknown tables and keys are
 //! errors, so a misspelt key can never silently leave a default in place. Durations are strings with
@@ -61,6 +62,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::policy::PoliciesConfig;
 use crate::request::Urgency;
 use crate::switch::SwitchMode;
 
@@ -71,6 +73,7 @@ pub(crate) use parse::closest;
 #[cfg(feature = "sim")]
 pub(crate) use units::parse_byte_size;
 pub use warning::ConfigWarning;
+pub(crate) use units::{no_unit_message, parse_duration};
 
 /// The complete configuration of a gate: one field per TOML table.
 ///
@@ -86,6 +89,10 @@ pub struct Config {
     pub sampler: SamplerConfig,
     /// `[routes]`: which requests are urgent.
     pub routes: RoutesConfig,
+    /// `[policies]`: per-route breakers, rate and concurrency limits, timeouts, and whether the
+    /// gate applies (see [`crate::policy`]). Empty by default: no policy, the gate alone.
+    #[serde(skip_serializing_if = "PoliciesConfig::is_empty")]
+    pub policies: PoliciesConfig,
 }
 
 /// `[gate]`: thresholds of the auto switch, rates of the two token buckets, waiting limits and hard

@@ -20,22 +20,37 @@ pub(crate) fn parse(text: &str) -> Result<Config, ConfigError> {
     // serde's derived structs also accept a sequence, filled in by position (`gate = [7]` would set
     // max_running): every section must be a table.
     for (key, value) in document.get_ref().iter() {
-        let section = matches!(key.get_ref().as_ref(), "gate" | "sampler" | "routes");
-        if section && !matches!(value.get_ref(), DeValue::Table(_)) {
-            let name = key.get_ref().to_string();
-            let (line, column) = position(text, value.span().start);
-            return Err(ConfigError::Syntax {
-                message: format!("`{name}`: expected a table ([{name}]), found another value"),
-                key: Some(name),
-                line: Some(line),
-                column: Some(column),
-            });
+        let name = key.get_ref().as_ref();
+        let section = matches!(name, "gate" | "sampler" | "routes" | "policies");
+        if section {
+            expect_table(text, value, name.to_owned())?;
+        }
+        // So is every policy (`[policies.default]`, `[policies."/pay/*"]`).
+        if let (true, DeValue::Table(policies)) = (name == "policies", value.get_ref()) {
+            for (route, policy) in policies.iter() {
+                let route = crate::policy::toml_key(route.get_ref());
+                expect_table(text, policy, format!("policies.{route}"))?;
+            }
         }
     }
     Config::deserialize(toml::de::Deserializer::from(document)).map_err(|error| {
         // The document parsed a moment ago; parse it again to map the error back to its key.
         let document = DeTable::parse(text).ok();
         syntax_error(text, &error, document.as_ref().map(|d| d.get_ref()))
+    })
+}
+
+/// A syntax error unless `value` (of the key `name`) is a table.
+fn expect_table(text: &str, value: &Spanned<DeValue<'_>>, name: String) -> Result<(), ConfigError> {
+    if matches!(value.get_ref(), DeValue::Table(_)) {
+        return Ok(());
+    }
+    let (line, column) = position(text, value.span().start);
+    Err(ConfigError::Syntax {
+        message: format!("`{name}`: expected a table ([{name}]), found another value"),
+        key: Some(name),
+        line: Some(line),
+        column: Some(column),
     })
 }
 
@@ -234,7 +249,15 @@ fn key_at(document: &DeTable<'_>, offset: usize) -> Option<String> {
         best: None,
     };
     search.table(document, 0);
-    search.best.map(|(_, path)| path.join("."))
+    // A policy's name (a route pattern such as `/pay/*`) is quoted where TOML would quote it.
+    search.best.map(|(_, mut path)| {
+        if let [first, route, ..] = path.as_mut_slice() {
+            if first == "policies" {
+                *route = crate::policy::toml_key(route);
+            }
+        }
+        path.join(".")
+    })
 }
 
 struct KeySearch {

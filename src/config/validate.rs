@@ -23,6 +23,7 @@ pub(crate) fn check(config: &Config) -> Vec<Violation> {
     gate(&mut report, &config.gate);
     sampler(&mut report, &config.sampler);
     routes(&mut report, &config.routes);
+    report.violations.extend(config.policies.violations());
     report.violations
 }
 

@@ -19,6 +19,9 @@ impl<C: Clock> Inner<C> {
             RejectReason::CircuitOpen
             | RejectReason::QuotaExhausted
             | RejectReason::ExceedsCapacity => Event::RefusedRate,
+            // A request whose deadline passes before its token comes: no token in time for it.
+            RejectReason::DeadlineExceeded => Event::RefusedRate,
+            RejectReason::Cancelled => Event::Abandoned,
         });
         // Every refusal says when to come back: a capacity refusal when the work in flight has
         // turned over, a memory refusal once memory has been read again.

@@ -91,6 +91,8 @@ impl<C: Clock> GateBuilder<C> {
     pub fn build(self) -> Result<Gate<C>, ConfigError> {
         self.config.validate()?;
         self.config.log_warnings();
+        let policies =
+            crate::policy::Policies::from_policies(&self.config.policies, self.clock.clone())?;
         let now = self.clock.now();
         let settings = Settings::new(self.config, None, self.lookup.is_some());
         let memory = Arc::new(MemoryGauge::new());
@@ -169,6 +171,7 @@ impl<C: Clock> GateBuilder<C> {
             reloading: ReentrantMutex::new(()),
             #[cfg(feature = "metrics")]
             wait_seconds,
+            policies,
         };
         inner
             .hot

@@ -104,11 +104,13 @@ use crate::turnstile::{Drawn, Turnstile};
 
 mod admit;
 mod builder;
+mod deadline;
 mod limits;
 mod memory_fit;
 mod owned;
 mod permit;
 mod report;
+mod policy;
 mod tick;
 mod update;
 pub use builder::GateBuilder;
@@ -471,6 +473,8 @@ struct Inner<C: Clock> {
     /// The wait histogram, recorded by requests that waited for their token.
     #[cfg(feature = "metrics")]
     wait_seconds: metrics::Histogram,
+    /// The per-route policies of the config (`[policies]`), rebuilt on reload.
+    policies: crate::policy::Policies<C>,
 }
 
 impl Thresholds {
@@ -559,13 +563,8 @@ impl<C: Clock> Gate<C> {
         };
         match admission? {
             Admission::Now(permit) => Ok(permit),
-            Admission::Wait(ticket) => {
-                if !inner.clock.can_sleep() {
-                    return Err(ticket.refuse_unable_to_wait());
-                }
-                inner.clock.sleep_until(ticket.until).await;
-                ticket.finish()
-            }
+            // Boxed: rare, and kept out of this future it leaves every other one small.
+            Admission::Wait(ticket) => Box::pin(inner.wait_for_token(ticket, request)).await,
         }
     }
 
@@ -574,6 +573,9 @@ impl<C: Clock> Gate<C> {
         match self.begin(request)? {
             Admission::Now(permit) => Ok(permit),
             Admission::Wait(ticket) => {
+                if request.cancel().is_some_and(|c| c.is_cancelled()) {
+                    return Err(ticket.refuse_cancelled());
+                }
                 self.inner.clock.block_until(ticket.until);
                 ticket.finish()
             }
@@ -590,9 +592,10 @@ impl<C: Clock> Gate<C> {
     /// loop, a timer wheel) and then calls [`Ticket::admit`]. Dropping the ticket abandons the wait.
     ///
     /// A request whose urgency must come from the [`UrgencyLookup`] and is not cached is classified
-    /// with [`UrgencyLookup::lookup_blocking`].
+    /// with [`UrgencyLookup::lookup_blocking`]. One whose token would come after its deadline
+    /// ([`Request::with_deadline`]) is refused at once (`DeadlineExceeded`), the token given back.
     pub fn begin(&self, request: &Request<'_>) -> Result<Admission<'_, C>, Rejection> {
-        self.decide(request)
+        Admission::within_deadline(self.decide(request)?, request)
     }
 
     /// [`Gate::begin`], giving back what the caller asks for (see [`Decided`]).
@@ -625,6 +628,10 @@ impl<C: Clock> Gate<C> {
         F: FnOnce(Rejection) -> FFut,
         FFut: std::future::Future<Output = T>,
     {
+        if self.calls_through_policy(&request) {
+            // Boxed, so that the future of a call without policies stays as small as it was.
+            return Box::pin(crate::policy::gate_call(self, request, success, fail)).await;
+        }
         match self.acquire(&request).await {
             Ok(mut permit) => {
                 permit.outcome = Outcome::Cancelled;
@@ -644,6 +651,9 @@ impl<C: Clock> Gate<C> {
         success: impl FnOnce() -> T,
         fail: impl FnOnce(Rejection) -> T,
     ) -> T {
+        if self.calls_through_policy(&request) {
+            return crate::policy::gate_call_blocking(self, request, success, fail);
+        }
         match self.acquire_blocking(&request) {
             Ok(_permit) => success(),
             Err(rejection) => fail(rejection),
@@ -675,6 +685,7 @@ impl<C: Clock> Gate<C> {
         config.log_warnings();
         let inner = &*self.inner;
         let _serial = inner.reloading.lock();
+        let policies = inner.policies.prepare(&config.policies)?;
         let old = inner.settings.load_full();
         let settings = Settings::new(config, Some(&old.ring), inner.lookup.is_some());
         let g = &settings.config.gate;
@@ -698,6 +709,7 @@ impl<C: Clock> Gate<C> {
             t.set_interval(settings.config.sampler.probe_interval);
         }
         inner.settings.store(Arc::new(settings));
+        inner.policies.install(policies);
         if mode_changed {
             self.set_switch(mode);
         }

@@ -86,6 +86,12 @@ impl<C: Clock> OwnedPermit<C> {
         self.outcome = Outcome::Cancelled;
     }
 
+    /// Releases the request as cancelled by its caller: counted as such, its latency not
+    /// recorded (a policy's call that was cancelled or timed out while it ran).
+    pub(crate) fn cancelled(mut self) {
+        self.outcome = Outcome::Cancelled;
+    }
+
     /// How long the request waited for its token (kept apart from the handler's latency).
     pub fn waited(&self) -> Duration {
         Duration::from_nanos(self.waited)

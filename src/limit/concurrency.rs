@@ -25,7 +25,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::clock::{Clock, MonotonicClock};
+use std::time::Duration;
+
+use crate::clock::{duration_to_nanos, Clock, MonotonicClock, Nanos};
+use crate::deadline::NO_DEADLINE;
 use crate::rejection::{RejectReason, Rejection};
 
 use super::config::{check, ConcurrencyConfig, LimitConfigError};
@@ -98,26 +101,62 @@ impl<C: Clock> ConcurrencyLimiter<C> {
 
     /// `n` permits, waiting for them up to `max_wait` if there is room among the waiters.
     pub async fn acquire(&self, n: u64) -> Result<ConcurrencyPermit<C>, Rejection> {
-        if n > self.shared.max {
-            return Err(exceeds_capacity());
-        }
-        let shared = &self.shared;
-        let n = shared
-            .queue
-            .wait(&shared.clock, |_| self.attempt(n))
-            .await?;
-        Ok(self.permit(n))
+        self.acquire_before(n, NO_DEADLINE).await
     }
 
     /// [`ConcurrencyLimiter::acquire`], blocking the thread.
     pub fn acquire_blocking(&self, n: u64) -> Result<ConcurrencyPermit<C>, Rejection> {
+        self.acquire_blocking_before(n, NO_DEADLINE)
+    }
+
+    /// [`ConcurrencyLimiter::acquire`] for a caller with a deadline (the clock's time, see
+    /// [`crate::deadline`]): a caller still waiting at its deadline (before `max_wait`) is
+    /// refused there with [`RejectReason::DeadlineExceeded`].
+    pub async fn acquire_with_deadline(
+        &self,
+        n: u64,
+        deadline: Duration,
+    ) -> Result<ConcurrencyPermit<C>, Rejection> {
+        self.acquire_before(n, duration_to_nanos(deadline)).await
+    }
+
+    /// [`ConcurrencyLimiter::acquire_with_deadline`], blocking the thread.
+    pub fn acquire_blocking_with_deadline(
+        &self,
+        n: u64,
+        deadline: Duration,
+    ) -> Result<ConcurrencyPermit<C>, Rejection> {
+        self.acquire_blocking_before(n, duration_to_nanos(deadline))
+    }
+
+    pub(crate) async fn acquire_before(
+        &self,
+        n: u64,
+        deadline: Nanos,
+    ) -> Result<ConcurrencyPermit<C>, Rejection> {
         if n > self.shared.max {
             return Err(exceeds_capacity());
         }
         let shared = &self.shared;
         let n = shared
             .queue
-            .wait_blocking(&shared.clock, |_| self.attempt(n))?;
+            .wait(&shared.clock, deadline, |_| self.attempt(n))
+            .await?;
+        Ok(self.permit(n))
+    }
+
+    pub(crate) fn acquire_blocking_before(
+        &self,
+        n: u64,
+        deadline: Nanos,
+    ) -> Result<ConcurrencyPermit<C>, Rejection> {
+        if n > self.shared.max {
+            return Err(exceeds_capacity());
+        }
+        let shared = &self.shared;
+        let n = shared
+            .queue
+            .wait_blocking(&shared.clock, deadline, |_| self.attempt(n))?;
         Ok(self.permit(n))
     }
 

@@ -22,6 +22,7 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 
 use crate::clock::{duration_to_nanos, Clock, Nanos};
+use crate::deadline::NO_DEADLINE;
 use crate::rejection::{RejectReason, Rejection};
 
 use super::config::{check, LimitConfigError, WaitConfig, WaitOrder};
@@ -42,7 +43,10 @@ pub(crate) enum Attempt<T> {
 #[derive(Debug)]
 struct Entry {
     id: u64,
+    /// The end of its wait: `max_wait` after it came, or its own deadline if that is earlier.
     deadline: Nanos,
+    /// Whether `deadline` is the caller's own (a refusal there is `DeadlineExceeded`).
+    by_deadline: bool,
     /// Set when someone else decided for this waiter (evicted, or its time ran out).
     verdict: Option<Rejection>,
     waker: Option<Waker>,
@@ -123,31 +127,40 @@ impl WaitQueue {
         self.moved.notify_all();
     }
 
-    /// Tries at once if nobody waits; otherwise (or if the try says wait) joins the queue.
-    /// `Ok` is the final answer, `Err` the number of the caller's place in the queue.
+    /// Tries at once if nobody waits; otherwise (or if the try says wait) joins the queue, until
+    /// `max_wait` from now or the caller's `deadline`, whichever is earlier. `Ok` is the final
+    /// answer, `Err` the number of the caller's place in the queue.
     fn begin<T>(
         &self,
         now: Nanos,
         can_wait: bool,
+        deadline: Nanos,
         attempt: &mut impl FnMut(Nanos) -> Attempt<T>,
     ) -> Result<Result<T, Rejection>, u64> {
         let mut q = self.queue.lock();
         let waiting = q.entries.iter().filter(|e| e.verdict.is_none()).count();
+        let own_end = now.saturating_add(self.max_wait);
         if waiting == 0 {
-            match attempt(now) {
+            let ready_at = match attempt(now) {
                 Attempt::Done(t) => return Ok(Ok(t)),
                 Attempt::Refuse(r) => return Ok(Err(r)),
                 Attempt::RetryAt(at, r) if at.saturating_sub(now) > self.max_wait => {
                     return Ok(Err(r))
                 }
-                Attempt::RetryAt(_, r) | Attempt::OnRelease(r) => {
-                    if !can_wait || self.max_waiters == 0 || self.max_wait == 0 {
-                        return Ok(Err(r));
-                    }
-                }
+                Attempt::RetryAt(at, r) => (at, r),
+                Attempt::OnRelease(r) => (now.saturating_add(1), r),
+            };
+            if !can_wait || self.max_waiters == 0 || self.max_wait == 0 {
+                return Ok(Err(ready_at.1));
+            }
+            // A turn that would come after the caller's deadline is refused now, not at it.
+            if ready_at.0 > deadline {
+                return Ok(Err(deadline_exceeded()));
             }
         } else if !can_wait || self.max_wait == 0 {
             return Ok(Err(Rejection::new(self.reason)));
+        } else if deadline <= now {
+            return Ok(Err(deadline_exceeded()));
         }
         if waiting >= self.max_waiters {
             let too_many = Rejection::new(RejectReason::TooManyWaiters);
@@ -161,12 +174,22 @@ impl WaitQueue {
         let id = q.next_id;
         q.entries.push_back(Entry {
             id,
-            deadline: now.saturating_add(self.max_wait),
+            deadline: own_end.min(deadline),
+            by_deadline: deadline < own_end,
             verdict: None,
             waker: None,
         });
         self.wake(&q);
         Err(id)
+    }
+
+    /// The refusal of a waiter whose wait ended at its `deadline`.
+    fn expired(&self, by_deadline: bool) -> Rejection {
+        if by_deadline {
+            deadline_exceeded()
+        } else {
+            Rejection::new(self.reason)
+        }
     }
 
     /// One look at the queue for waiter `id` at `now`.
@@ -183,7 +206,7 @@ impl WaitQueue {
         let mut changed = false;
         for (i, e) in q.entries.iter_mut().enumerate() {
             if Some(i) != served && e.verdict.is_none() && e.deadline <= now {
-                e.verdict = Some(Rejection::new(self.reason));
+                e.verdict = Some(self.expired(e.by_deadline));
                 changed = true;
             }
         }
@@ -211,6 +234,7 @@ impl WaitQueue {
             return Step::Wait(None);
         }
         let deadline = q.entries[pos].deadline;
+        let by_deadline = q.entries[pos].by_deadline;
         let others = q
             .entries
             .iter()
@@ -221,8 +245,12 @@ impl WaitQueue {
         match attempt(now) {
             Attempt::Done(t) => leave(q, Ok(t)),
             Attempt::Refuse(r) => leave(q, Err(r)),
-            Attempt::RetryAt(at, r) if at > deadline => leave(q, Err(r)),
-            Attempt::OnRelease(r) if now >= deadline => leave(q, Err(r)),
+            Attempt::RetryAt(at, r) if at > deadline => {
+                leave(q, Err(if by_deadline { self.expired(true) } else { r }))
+            }
+            Attempt::OnRelease(r) if now >= deadline => {
+                leave(q, Err(if by_deadline { self.expired(true) } else { r }))
+            }
             // Every other deadline is later than now (those that were not have just expired),
             // so the sleep is always into the future.
             Attempt::RetryAt(at, _) => Step::Wait(Some(at.min(others).max(now + 1))),
@@ -238,13 +266,15 @@ impl WaitQueue {
         }
     }
 
-    /// Waits (asynchronously) until `attempt` succeeds, gives up, or the wait is over.
+    /// Waits (asynchronously) until `attempt` succeeds, gives up, or the wait is over: at
+    /// `max_wait`, or at the caller's `deadline` ([`NO_DEADLINE`] for none) if that is earlier.
     pub(crate) async fn wait<C: Clock, T>(
         &self,
         clock: &C,
+        deadline: Nanos,
         mut attempt: impl FnMut(Nanos) -> Attempt<T>,
     ) -> Result<T, Rejection> {
-        let id = match self.begin(clock.now(), clock.can_sleep(), &mut attempt) {
+        let id = match self.begin(clock.now(), clock.can_sleep(), deadline, &mut attempt) {
             Ok(answer) => return answer,
             Err(id) => id,
         };
@@ -284,12 +314,13 @@ impl WaitQueue {
     pub(crate) fn wait_blocking<C: Clock, T>(
         &self,
         clock: &C,
+        deadline: Nanos,
         mut attempt: impl FnMut(Nanos) -> Attempt<T>,
     ) -> Result<T, Rejection> {
         if clock.can_sleep() && tokio::runtime::Handle::try_current().is_err() {
-            return futures_executor::block_on(self.wait(clock, attempt));
+            return futures_executor::block_on(self.wait(clock, deadline, attempt));
         }
-        let id = match self.begin(clock.now(), true, &mut attempt) {
+        let id = match self.begin(clock.now(), true, deadline, &mut attempt) {
             Ok(answer) => return answer,
             Err(id) => id,
         };
@@ -377,16 +408,49 @@ impl<L: Limiter> Waiting<L> {
 
     /// Takes `n`, waiting for them up to `max_wait` if there is room among the waiters.
     pub async fn acquire(&self, n: u64) -> Result<(), Rejection> {
-        self.queue
-            .wait(self.limiter.clock(), |now| attempt(&self.limiter, n, now))
-            .await
+        self.acquire_before(n, NO_DEADLINE).await
     }
 
     /// [`Waiting::acquire`], blocking the thread.
     pub fn acquire_blocking(&self, n: u64) -> Result<(), Rejection> {
-        self.queue
-            .wait_blocking(self.limiter.clock(), |now| attempt(&self.limiter, n, now))
+        self.acquire_blocking_before(n, NO_DEADLINE)
     }
+
+    /// [`Waiting::acquire`] for a caller with a deadline (the clock's time, see
+    /// [`crate::deadline`]): a wait that would end after it is refused with
+    /// [`RejectReason::DeadlineExceeded`], at once when the limiter says the tokens come later.
+    pub async fn acquire_with_deadline(&self, n: u64, deadline: Duration) -> Result<(), Rejection> {
+        self.acquire_before(n, duration_to_nanos(deadline)).await
+    }
+
+    /// [`Waiting::acquire_with_deadline`], blocking the thread.
+    pub fn acquire_blocking_with_deadline(
+        &self,
+        n: u64,
+        deadline: Duration,
+    ) -> Result<(), Rejection> {
+        self.acquire_blocking_before(n, duration_to_nanos(deadline))
+    }
+
+    pub(crate) async fn acquire_before(&self, n: u64, deadline: Nanos) -> Result<(), Rejection> {
+        self.queue
+            .wait(self.limiter.clock(), deadline, |now| {
+                attempt(&self.limiter, n, now)
+            })
+            .await
+    }
+
+    pub(crate) fn acquire_blocking_before(&self, n: u64, deadline: Nanos) -> Result<(), Rejection> {
+        self.queue
+            .wait_blocking(self.limiter.clock(), deadline, |now| {
+                attempt(&self.limiter, n, now)
+            })
+    }
+}
+
+/// The refusal of a caller whose deadline ends its wait.
+fn deadline_exceeded() -> Rejection {
+    Rejection::new(RejectReason::DeadlineExceeded)
 }
 
 fn attempt<L: Limiter>(limiter: &L, n: u64, now: Nanos) -> Attempt<()> {

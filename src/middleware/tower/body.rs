@@ -8,8 +8,10 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
+use crate::breaker::Outcome;
 use crate::clock::{Clock, MonotonicClock};
 use crate::gate::OwnedPermit;
+use crate::policy::PolicyPermit;
 
 pin_project! {
     /// The body of every response that passes through [`super::SluiceService`]: either the
@@ -33,21 +35,28 @@ pin_project! {
     }
 }
 
+/// What a served request holds: the gate's permit, or (under a route policy) the policy's,
+/// boxed so that the body of a request without policies stays as small as it was.
+enum Held<C: Clock> {
+    Gate(OwnedPermit<C>),
+    Policy(Box<PolicyPermit<C>>),
+}
+
 /// The permit of a served request and how it will be released: a failure if its status was
-/// marked as one or the body failed, a success otherwise. Dropping it releases the permit.
+/// marked as one or the body failed, a success otherwise (ignored by a policy's breaker for a
+/// 4xx, the caller's own mistake). Dropping it releases the permit.
 struct Release<C: Clock> {
-    permit: Option<OwnedPermit<C>>,
-    failed: bool,
+    permit: Option<Held<C>>,
+    outcome: Outcome,
 }
 
 impl<C: Clock> Drop for Release<C> {
     fn drop(&mut self) {
-        if let Some(permit) = self.permit.take() {
-            if self.failed {
-                permit.failure();
-            } else {
-                permit.success();
-            }
+        match self.permit.take() {
+            Some(Held::Gate(permit)) if self.outcome == Outcome::Failure => permit.failure(),
+            Some(Held::Gate(permit)) => permit.success(),
+            Some(Held::Policy(permit)) => permit.record(self.outcome),
+            None => {}
         }
     }
 }
@@ -56,9 +65,29 @@ impl<B, C: Clock> SluiceBody<B, C> {
     /// The service's body; `permit` is released when the body ends or is dropped, as a failure
     /// if `failed`.
     pub(crate) fn served(body: B, permit: Option<OwnedPermit<C>>, failed: bool) -> Self {
+        let outcome = if failed {
+            Outcome::Failure
+        } else {
+            Outcome::Success
+        };
         SluiceBody {
             kind: Kind::Served { body },
-            release: Some(Release { permit, failed }),
+            release: Some(Release {
+                permit: permit.map(Held::Gate),
+                outcome,
+            }),
+        }
+    }
+
+    /// The service's body under a route policy; `permit` is released when the body ends or is
+    /// dropped, with `outcome` (a failure if the body fails).
+    pub(crate) fn served_by_policy(body: B, permit: PolicyPermit<C>, outcome: Outcome) -> Self {
+        SluiceBody {
+            kind: Kind::Served { body },
+            release: Some(Release {
+                permit: Some(Held::Policy(Box::new(permit))),
+                outcome,
+            }),
         }
     }
 
@@ -108,7 +137,7 @@ where
                     Some(Ok(_)) if !body.is_end_stream() => {}
                     Some(Err(_)) => {
                         if let Some(release) = this.release.as_mut() {
-                            release.failed = true;
+                            release.outcome = Outcome::Failure;
                         }
                         *this.release = None;
                     }

@@ -28,6 +28,8 @@ pub(crate) struct Policy {
     /// `None`: 5xx answers are failures.
     pub(crate) failure: Option<FailureRule>,
     pub(crate) answers: Answers,
+    /// Whether a gRPC request's `grpc-timeout` sets its deadline.
+    pub(crate) grpc_timeout: bool,
 }
 
 /// Whether an answer with `status` is released as a failure under `rule`.
@@ -44,6 +46,7 @@ impl std::fmt::Debug for Policy {
             .field("custom_classifier", &self.classify.is_some())
             .field("custom_failure_rule", &self.failure.is_some())
             .field("answers", &self.answers)
+            .field("grpc_timeout", &self.grpc_timeout)
             .finish()
     }
 }
@@ -96,6 +99,7 @@ impl<C: Clock> SluiceLayer<C> {
                 classify: None,
                 failure: None,
                 answers: Answers::default(),
+                grpc_timeout: true,
             },
         }
     }
@@ -172,6 +176,27 @@ impl<C: Clock> SluiceLayer<C> {
     /// waiters, and any reason added later); default 503.
     pub fn capacity_status(mut self, status: StatusCode) -> Self {
         self.policy.answers.capacity = status;
+        self
+    }
+
+    /// The status of a request whose deadline passed, waiting or running
+    /// (`DeadlineExceeded`); default 504.
+    pub fn deadline_status(mut self, status: StatusCode) -> Self {
+        self.policy.answers.deadline = status;
+        self
+    }
+
+    /// The status of a request its caller cancelled through a
+    /// [`Cancel`](crate::deadline::Cancel) in its extensions (`Cancelled`); default 408.
+    pub fn cancelled_status(mut self, status: StatusCode) -> Self {
+        self.policy.answers.cancelled = status;
+        self
+    }
+
+    /// Whether a gRPC request's `grpc-timeout` header sets its deadline (default on): its waits
+    /// are bounded by it, and its call is answered `DEADLINE_EXCEEDED` when it runs past it.
+    pub fn grpc_timeout(mut self, on: bool) -> Self {
+        self.policy.grpc_timeout = on;
         self
     }
 

@@ -74,6 +74,7 @@
 mod body;
 mod classify;
 mod future;
+mod guarded;
 mod layer;
 mod response;
 mod service;

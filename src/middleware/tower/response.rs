@@ -1,6 +1,8 @@
-//! What a refusal looks like on the wire: an HTTP answer (429 or 503, `Retry-After`, the IETF
-//! `RateLimit-Policy` / `RateLimit` fields, an `application/problem+json` body), or, for a gRPC
-//! request, a trailers-only gRPC answer (`RESOURCE_EXHAUSTED` or `UNAVAILABLE`).
+//! What a refusal looks like on the wire: an HTTP answer (429 or 503 with `Retry-After` and, for
+//! a rate, the IETF `RateLimit-Policy` / `RateLimit` fields; 504 for our deadline, 408 for the
+//! caller's cancellation; an `application/problem+json` body), or, for a gRPC request, a
+//! trailers-only gRPC answer (`RESOURCE_EXHAUSTED`, `UNAVAILABLE`, `DEADLINE_EXCEEDED`,
+//! `CANCELLED`).
 
 use std::time::Duration;
 
@@ -14,6 +16,10 @@ use crate::rejection::{RejectReason, Rejection};
 pub(crate) const GRPC_RESOURCE_EXHAUSTED: u32 = 8;
 /// The gRPC status `UNAVAILABLE`: the server as a whole is full; another replica may serve it.
 pub(crate) const GRPC_UNAVAILABLE: u32 = 14;
+/// The gRPC status `DEADLINE_EXCEEDED`: the request's deadline passed before it was answered.
+pub(crate) const GRPC_DEADLINE_EXCEEDED: u32 = 4;
+/// The gRPC status `CANCELLED`: the caller cancelled the request.
+pub(crate) const GRPC_CANCELLED: u32 = 1;
 
 /// The name of the policy in the `RateLimit-Policy` and `RateLimit` fields.
 const POLICY_NAME: &str = "sluicegate";
@@ -25,6 +31,10 @@ pub(crate) struct Answers {
     pub(crate) rate_limited: StatusCode,
     /// Status for a refusal by server-wide capacity (every other reason).
     pub(crate) capacity: StatusCode,
+    /// Status for a request whose deadline passed (`DeadlineExceeded`, or a call that ran past it).
+    pub(crate) deadline: StatusCode,
+    /// Status for a request its caller cancelled (`Cancelled`).
+    pub(crate) cancelled: StatusCode,
     /// `Retry-After` when the gate gives no `retry_after`.
     pub(crate) default_retry_after: Duration,
     /// Whether HTTP refusals carry an `application/problem+json` body.
@@ -40,6 +50,8 @@ impl Default for Answers {
         Answers {
             rate_limited: StatusCode::TOO_MANY_REQUESTS,
             capacity: StatusCode::SERVICE_UNAVAILABLE,
+            deadline: StatusCode::GATEWAY_TIMEOUT,
+            cancelled: StatusCode::REQUEST_TIMEOUT,
             default_retry_after: Duration::from_secs(1),
             problem_body: true,
             rate_limit_headers: true,
@@ -55,6 +67,22 @@ pub(crate) fn is_rate(reason: RejectReason) -> bool {
         reason,
         RejectReason::RateLimited | RejectReason::QuotaExhausted | RejectReason::ExceedsCapacity
     )
+}
+
+/// Whether a refusal ends the request for good (its deadline passed, its caller cancelled):
+/// answered without `Retry-After`, since the same request would be no earlier next time.
+pub(crate) fn is_final(reason: RejectReason) -> bool {
+    matches!(
+        reason,
+        RejectReason::DeadlineExceeded | RejectReason::Cancelled
+    )
+}
+
+/// The IETF `RateLimit-Policy` figures of a rate refusal: the quota and its window in seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Quota {
+    pub(crate) limit: f64,
+    pub(crate) window_secs: u64,
 }
 
 /// Whether the request is gRPC: its `content-type` is `application/grpc` or `application/grpc+…`.
@@ -80,12 +108,12 @@ fn retry_after_millis(rejection: &Rejection, default: Duration) -> u64 {
 }
 
 /// The answer to a refused request, head and body. `grpc` says whether the request was gRPC;
-/// `quota` is the rate in force (requests per second) for `RateLimit-Policy`, where known.
+/// `quota` is the rate in force for `RateLimit-Policy`, where known.
 pub(crate) fn refusal(
     answers: &Answers,
     rejection: &Rejection,
     grpc: bool,
-    quota: Option<f64>,
+    quota: Option<Quota>,
 ) -> http::Response<Bytes> {
     if grpc && answers.grpc {
         grpc_refusal(answers, rejection)
@@ -97,15 +125,17 @@ pub(crate) fn refusal(
 fn http_refusal(
     answers: &Answers,
     rejection: &Rejection,
-    quota: Option<f64>,
+    quota: Option<Quota>,
 ) -> http::Response<Bytes> {
     let rate = is_rate(rejection.reason);
-    let status = if rate {
-        answers.rate_limited
-    } else {
-        answers.capacity
+    let status = match rejection.reason {
+        RejectReason::DeadlineExceeded => answers.deadline,
+        RejectReason::Cancelled => answers.cancelled,
+        _ if rate => answers.rate_limited,
+        _ => answers.capacity,
     };
-    let secs = retry_after_secs(rejection, answers.default_retry_after);
+    let secs = (!is_final(rejection.reason))
+        .then(|| retry_after_secs(rejection, answers.default_retry_after));
     let body = if answers.problem_body {
         Bytes::from(problem_json(status, rejection.reason, secs))
     } else {
@@ -114,6 +144,15 @@ fn http_refusal(
     let mut response = http::Response::new(body);
     *response.status_mut() = status;
     let headers = response.headers_mut();
+    let Some(secs) = secs else {
+        if answers.problem_body {
+            headers.insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("application/problem+json"),
+            );
+        }
+        return response;
+    };
     headers.insert(RETRY_AFTER, HeaderValue::from(secs));
     if answers.problem_body {
         headers.insert(
@@ -127,11 +166,16 @@ fn http_refusal(
     response
 }
 
-/// `RateLimit-Policy: "sluicegate";q=<quota>;w=1` (the gate's rate per one-second window, when
-/// known) and `RateLimit: "sluicegate";r=0;t=<seconds>` (nothing left, back in `Retry-After`).
-fn rate_limit_fields(headers: &mut HeaderMap, secs: u64, quota: Option<f64>) {
-    if let Some(q) = quota.filter(|q| q.is_finite() && *q >= 1.0) {
-        let policy = format!("\"{POLICY_NAME}\";q={};w=1", q.floor() as u64);
+/// `RateLimit-Policy: "sluicegate";q=<quota>;w=<window>` (the gate's rate per one-second window,
+/// or a route policy's limit per its window, when known) and `RateLimit:
+/// "sluicegate";r=0;t=<seconds>` (nothing left, back in `Retry-After`).
+fn rate_limit_fields(headers: &mut HeaderMap, secs: u64, quota: Option<Quota>) {
+    if let Some(q) = quota.filter(|q| q.limit.is_finite() && q.limit >= 1.0) {
+        let policy = format!(
+            "\"{POLICY_NAME}\";q={};w={}",
+            q.limit.floor() as u64,
+            q.window_secs.max(1)
+        );
         if let Ok(value) = HeaderValue::try_from(policy) {
             headers.insert(HeaderName::from_static("ratelimit-policy"), value);
         }
@@ -144,11 +188,13 @@ fn rate_limit_fields(headers: &mut HeaderMap, secs: u64, quota: Option<f64>) {
 
 /// An RFC 9457 problem: `type`, `title`, `status`, `detail`, and the extension member `reason`.
 /// Every string in it is ours and plain ASCII without quotes or backslashes, so no escaping.
-fn problem_json(status: StatusCode, reason: RejectReason, secs: u64) -> String {
+/// `secs` is the wait announced in `Retry-After`, if any.
+fn problem_json(status: StatusCode, reason: RejectReason, secs: Option<u64>) -> String {
     let title = status.canonical_reason().unwrap_or("Request refused");
     let detail = detail(reason);
+    let retry = secs.map_or(String::new(), |s| format!("; retry after {s} s"));
     format!(
-        "{{\"type\":\"about:blank\",\"title\":\"{title}\",\"status\":{},\"detail\":\"{detail}; retry after {secs} s\",\"reason\":\"{}\"}}",
+        "{{\"type\":\"about:blank\",\"title\":\"{title}\",\"status\":{},\"detail\":\"{detail}{retry}\",\"reason\":\"{}\"}}",
         status.as_u16(),
         reason.as_str(),
     )
@@ -179,16 +225,21 @@ fn detail(reason: RejectReason) -> &'static str {
         RejectReason::ExceedsCapacity => {
             "refused: the request asks for more than its limit can ever give (exceeds_capacity)"
         }
+        RejectReason::DeadlineExceeded => {
+            "the request's deadline passed before it could be answered (deadline_exceeded)"
+        }
+        RejectReason::Cancelled => "the caller cancelled the request (cancelled)",
     }
 }
 
-/// A trailers-only gRPC answer: HTTP 200, `grpc-status` 8 or 14, `grpc-message`,
-/// `grpc-retry-pushback-ms`, and no body.
+/// A trailers-only gRPC answer: HTTP 200, `grpc-status` 8, 14, 4 or 1, `grpc-message`,
+/// `grpc-retry-pushback-ms` (not for a deadline or a cancellation), and no body.
 fn grpc_refusal(answers: &Answers, rejection: &Rejection) -> http::Response<Bytes> {
-    let code = if is_rate(rejection.reason) {
-        GRPC_RESOURCE_EXHAUSTED
-    } else {
-        GRPC_UNAVAILABLE
+    let code = match rejection.reason {
+        RejectReason::DeadlineExceeded => GRPC_DEADLINE_EXCEEDED,
+        RejectReason::Cancelled => GRPC_CANCELLED,
+        r if is_rate(r) => GRPC_RESOURCE_EXHAUSTED,
+        _ => GRPC_UNAVAILABLE,
     };
     let mut response = http::Response::new(Bytes::new());
     let headers = response.headers_mut();
@@ -202,10 +253,12 @@ fn grpc_refusal(answers: &Answers, rejection: &Rejection) -> http::Response<Byte
         HeaderName::from_static("grpc-message"),
         HeaderValue::from_static(detail(rejection.reason)),
     );
-    headers.insert(
-        HeaderName::from_static("grpc-retry-pushback-ms"),
-        HeaderValue::from(retry_after_millis(rejection, answers.default_retry_after)),
-    );
+    if !is_final(rejection.reason) {
+        headers.insert(
+            HeaderName::from_static("grpc-retry-pushback-ms"),
+            HeaderValue::from(retry_after_millis(rejection, answers.default_retry_after)),
+        );
+    }
     response
 }
 
@@ -270,7 +323,11 @@ mod tests {
     fn rate_refusals_carry_the_rate_limit_fields_and_capacity_refusals_do_not() {
         let answers = Answers::default();
         let r = rejection(RejectReason::RateLimited, Some(Duration::from_millis(2100)));
-        let response = refusal(&answers, &r, false, Some(250.7));
+        let quota = Quota {
+            limit: 250.7,
+            window_secs: 1,
+        };
+        let response = refusal(&answers, &r, false, Some(quota));
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
         let h = response.headers();
         assert_eq!(h["retry-after"], "3");
@@ -278,7 +335,7 @@ mod tests {
         assert_eq!(h["ratelimit"], "\"sluicegate\";r=0;t=3");
 
         let r = rejection(RejectReason::MemoryCeiling, None);
-        let response = refusal(&answers, &r, false, Some(250.0));
+        let response = refusal(&answers, &r, false, Some(quota));
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert!(response.headers().get("ratelimit").is_none());
         assert!(response.headers().get("ratelimit-policy").is_none());
@@ -289,7 +346,7 @@ mod tests {
         let body = problem_json(
             StatusCode::SERVICE_UNAVAILABLE,
             RejectReason::TooManyWaiters,
-            2,
+            Some(2),
         );
         assert_eq!(
             body,
@@ -297,5 +354,33 @@ mod tests {
              \"detail\":\"refused: too many requests are already waiting (too_many_waiters); \
              retry after 2 s\",\"reason\":\"too_many_waiters\"}"
         );
+    }
+
+    #[test]
+    fn a_deadline_is_504_and_a_cancellation_408_without_retry_after() {
+        let answers = Answers::default();
+        for (reason, status, grpc) in [
+            (
+                RejectReason::DeadlineExceeded,
+                StatusCode::GATEWAY_TIMEOUT,
+                "4",
+            ),
+            (RejectReason::Cancelled, StatusCode::REQUEST_TIMEOUT, "1"),
+        ] {
+            let r = rejection(reason, None);
+            let response = refusal(&answers, &r, false, None);
+            assert_eq!(response.status(), status);
+            assert!(response.headers().get("retry-after").is_none());
+            assert_eq!(
+                response.headers()["content-type"],
+                "application/problem+json"
+            );
+            let body = String::from_utf8(response.body().to_vec()).unwrap();
+            assert!(!body.contains("retry after"), "{body}");
+            assert!(body.contains(reason.as_str()), "{body}");
+            let response = refusal(&answers, &r, true, None);
+            assert_eq!(response.headers()["grpc-status"], grpc);
+            assert!(response.headers().get("grpc-retry-pushback-ms").is_none());
+        }
     }
 }

@@ -14,8 +14,9 @@ use tower_service::Service;
 use super::body::SluiceBody;
 use super::future::ResponseFuture;
 use super::layer::{is_failure, Classifier, FailureRule, Policy};
-use super::response::{is_grpc, is_rate, refusal, Answers};
+use super::response::{is_grpc, is_rate, refusal, Answers, Quota};
 use crate::clock::{Clock, MonotonicClock};
+use crate::deadline::Cancel;
 use crate::gate::{Gate, OwnedPermit};
 use crate::rejection::Rejection;
 use crate::request::Request;
@@ -100,6 +101,7 @@ where
             classify: policy.classify.clone(),
             failure: policy.failure.clone(),
             answers: policy.answers,
+            grpc_timeout: policy.grpc_timeout,
         };
         ResponseFuture::new(Box::pin(exchange.run(service, request)))
     }
@@ -118,11 +120,12 @@ async fn decide<B, C: Clock>(
 }
 
 /// What one request's exchange needs besides the request and the service.
-struct Exchange<C: Clock> {
-    gate: Gate<C>,
-    classify: Option<Classifier>,
-    failure: Option<FailureRule>,
-    answers: Answers,
+pub(super) struct Exchange<C: Clock> {
+    pub(super) gate: Gate<C>,
+    pub(super) classify: Option<Classifier>,
+    pub(super) failure: Option<FailureRule>,
+    pub(super) answers: Answers,
+    pub(super) grpc_timeout: bool,
 }
 
 impl<C: Clock> Exchange<C> {
@@ -136,6 +139,15 @@ impl<C: Clock> Exchange<C> {
     where
         S: Service<http::Request<B>, Response = http::Response<ResBody>>,
     {
+        // A route policy, a deadline or a cancellation signal: the guarded exchange, apart
+        // (boxed), so that this one stays as small as it was measured.
+        let deadline = self.grpc_deadline(&request);
+        if deadline.is_some()
+            || self.gate.policies().is_active()
+            || request.extensions().get::<Cancel>().is_some()
+        {
+            return Box::pin(self.run_guarded(service, request, deadline)).await;
+        }
         let (request, decided) = match &self.classify {
             None => {
                 let decided = self
@@ -177,14 +189,26 @@ impl<C: Clock> Exchange<C> {
     }
 
     /// The answer to a refused request.
-    fn refuse<ResBody>(
+    pub(super) fn refuse<ResBody>(
         &self,
         rejection: &Rejection,
         headers: &http::HeaderMap,
     ) -> http::Response<SluiceBody<ResBody, C>> {
+        let quota = (self.answers.rate_limit_headers && is_rate(rejection.reason)).then(|| Quota {
+            limit: self.gate.snapshot().limits.max_qps,
+            window_secs: 1,
+        });
+        self.answer(rejection, headers, quota)
+    }
+
+    /// The answer to a refused request, with the rate in force for `RateLimit-Policy`.
+    pub(super) fn answer<ResBody>(
+        &self,
+        rejection: &Rejection,
+        headers: &http::HeaderMap,
+        quota: Option<Quota>,
+    ) -> http::Response<SluiceBody<ResBody, C>> {
         let grpc = is_grpc(headers);
-        let quota = (self.answers.rate_limit_headers && is_rate(rejection.reason))
-            .then(|| self.gate.snapshot().limits.max_qps);
         tracing::debug!(
             reason = rejection.reason.as_str(),
             retry_after = ?rejection.retry_after,
@@ -199,10 +223,10 @@ pin_project! {
     /// The inner service's future with the permit it runs under. Fields drop in declaration
     /// order, so a cancelled exchange releases its permit before the handler's future is dropped:
     /// whoever sees the handler gone also sees its capacity back.
-    struct Holding<F, P> {
-        permit: Option<P>,
+    pub(super) struct Holding<F, P> {
+        pub(super) permit: Option<P>,
         #[pin]
-        future: F,
+        pub(super) future: F,
     }
 }
 

@@ -1,0 +1,260 @@
+//! The chain a request passes: breaker → rate → concurrency → gate, each answering with its own
+//! reason; what a later refusal gives back; how an abandoned admission is counted.
+
+use std::sync::Arc;
+
+use crate::breaker::BreakerPermit;
+use crate::clock::{Clock, Nanos};
+use crate::deadline::{attribute_drop, nanos_after, within_nanos, Ended, NO_DEADLINE};
+use crate::gate::{Gate, OwnedPermit};
+use crate::limit::ConcurrencyPermit;
+use crate::rejection::{RejectReason, Rejection};
+use crate::request::Request;
+
+use super::config::RateSpec;
+use super::permit::{OnDrop, PolicyPermit};
+use super::route::Route;
+use super::stats::StageKind;
+use super::Policies;
+
+/// A refusal and the stage that gave it.
+#[derive(Debug, Clone)]
+// The stage and the rate are read by the tower layer only.
+#[cfg_attr(not(feature = "tower"), allow(dead_code))]
+pub(crate) struct Refusal {
+    pub(crate) rejection: Rejection,
+    pub(crate) stage: StageKind,
+    /// The route's rate, when the rate limit refused (for the `RateLimit-Policy` field).
+    pub(crate) rate: Option<RateSpec>,
+}
+
+/// A request on its way through the chain: what it holds so far. Dropped before it is admitted
+/// or refused (its future cancelled), it gives everything back and counts a cancellation, or a
+/// deadline if that had passed.
+struct Partial<C: Clock> {
+    route: Arc<Route<C>>,
+    deadline: Nanos,
+    breaker: Option<BreakerPermit<C>>,
+    concurrency: Option<ConcurrencyPermit<C>>,
+    done: bool,
+}
+
+impl<C: Clock> Partial<C> {
+    /// Refused by `stage`: what was taken is given back (see the module docs of `policy`).
+    fn refuse(mut self, stage: StageKind, rejection: Rejection) -> Refusal {
+        self.done = true;
+        self.give_back();
+        let route = &self.route;
+        route.counts.refuse(stage, rejection.reason);
+        tracing::debug!(
+            target: "sluicegate::policy",
+            route = &*route.name,
+            reason = rejection.reason.as_str(),
+            retry_after = ?rejection.retry_after,
+            "refused"
+        );
+        Refusal {
+            rejection,
+            stage,
+            rate: (stage == StageKind::Rate)
+                .then_some(route.policy.rate)
+                .flatten(),
+        }
+    }
+
+    /// The breaker's permit says nothing (the call never ran); the concurrency permit goes
+    /// back. A rate token already taken stays spent.
+    fn give_back(&mut self) {
+        if let Some(breaker) = self.breaker.take() {
+            breaker.ignore();
+        }
+        drop(self.concurrency.take());
+    }
+
+    fn admit(mut self, gate: Option<OwnedPermit<C>>, on_drop: OnDrop) -> PolicyPermit<C> {
+        self.done = true;
+        let mut breaker = self.breaker.take();
+        if let Some(b) = breaker.as_mut() {
+            b.start_timing();
+        }
+        self.route.counts.admit();
+        PolicyPermit {
+            gate,
+            concurrency: self.concurrency.take(),
+            breaker,
+            route: Arc::clone(&self.route),
+            deadline: self.deadline,
+            on_drop,
+            settled: false,
+        }
+    }
+
+    fn cancelled(self, stage: StageKind) -> Refusal {
+        self.refuse(stage, Rejection::new(RejectReason::Cancelled))
+    }
+}
+
+impl<C: Clock> Drop for Partial<C> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        self.give_back();
+        let reason = match attribute_drop(self.deadline, self.route.clock.now()) {
+            Ended::Deadline => RejectReason::DeadlineExceeded,
+            Ended::Cancelled => RejectReason::Cancelled,
+        };
+        self.route.counts.refuse(StageKind::Arrival, reason);
+    }
+}
+
+fn is_cancelled(request: &Request<'_>) -> bool {
+    request.cancel().is_some_and(|c| c.is_cancelled())
+}
+
+impl<C: Clock> Policies<C> {
+    /// Finds the route, sets the deadline, refuses a request already too late or cancelled, and
+    /// asks the breaker.
+    fn start(&self, request: &Request<'_>) -> Result<Partial<C>, Refusal> {
+        let route = self.route_for(request);
+        let now = route.clock.now();
+        let deadline = match route.timeout {
+            Some(t) => request.deadline_nanos().min(nanos_after(now, t)),
+            None => request.deadline_nanos(),
+        };
+        let partial = Partial {
+            route,
+            deadline,
+            breaker: None,
+            concurrency: None,
+            done: false,
+        };
+        if deadline != NO_DEADLINE && now >= deadline {
+            let late = Rejection::new(RejectReason::DeadlineExceeded);
+            return Err(partial.refuse(StageKind::Arrival, late));
+        }
+        if is_cancelled(request) {
+            return Err(partial.cancelled(StageKind::Arrival));
+        }
+        Self::ask_breaker(partial)
+    }
+
+    fn ask_breaker(mut partial: Partial<C>) -> Result<Partial<C>, Refusal> {
+        if let Some(breaker) = &partial.route.breaker {
+            match breaker.try_acquire() {
+                Ok(permit) => partial.breaker = Some(permit),
+                Err(rejection) => return Err(partial.refuse(StageKind::Breaker, rejection)),
+            }
+        }
+        Ok(partial)
+    }
+
+    /// The chain, waiting asynchronously where a stage makes it wait (bounded by the deadline,
+    /// and ended by the request's [`Cancel`](crate::deadline::Cancel)).
+    pub(crate) async fn admit(
+        &self,
+        request: &Request<'_>,
+        gate: Option<&Gate<C>>,
+        on_drop: OnDrop,
+    ) -> Result<PolicyPermit<C>, Refusal> {
+        let mut p = self.start(request)?;
+        let route = Arc::clone(&p.route);
+        let cancel = request.cancel();
+        if let Some(rate) = &route.rate {
+            let wait = rate.acquire_before(1, p.deadline);
+            match within_nanos(&route.clock, NO_DEADLINE, cancel, wait).await {
+                Ok(Ok(())) => {}
+                Ok(Err(r)) => return Err(p.refuse(StageKind::Rate, r)),
+                Err(_) => return Err(p.cancelled(StageKind::Rate)),
+            }
+        }
+        if let Some(limiter) = &route.concurrency {
+            let wait = limiter.acquire_before(1, p.deadline);
+            match within_nanos(&route.clock, NO_DEADLINE, cancel, wait).await {
+                Ok(Ok(permit)) => p.concurrency = Some(permit),
+                Ok(Err(r)) => return Err(p.refuse(StageKind::Concurrency, r)),
+                Err(_) => return Err(p.cancelled(StageKind::Concurrency)),
+            }
+        }
+        let held = match gate {
+            Some(gate) if route.gate => {
+                let request = request.with_deadline_before(p.deadline);
+                match gate.acquire_owned(&request).await {
+                    Ok(permit) => Some(permit),
+                    Err(r) => return Err(p.refuse(StageKind::Gate, r)),
+                }
+            }
+            _ => None,
+        };
+        Ok(p.admit(held, on_drop))
+    }
+
+    /// The chain, blocking the thread where a stage makes it wait (bounded by the deadline; a
+    /// [`Cancel`](crate::deadline::Cancel) is looked at before each stage, not during a wait).
+    pub(crate) fn admit_blocking(
+        &self,
+        request: &Request<'_>,
+        gate: Option<&Gate<C>>,
+        on_drop: OnDrop,
+    ) -> Result<PolicyPermit<C>, Refusal> {
+        let mut p = self.start(request)?;
+        let route = Arc::clone(&p.route);
+        if let Some(rate) = &route.rate {
+            if let Err(r) = rate.acquire_blocking_before(1, p.deadline) {
+                return Err(p.refuse(StageKind::Rate, r));
+            }
+        }
+        if let Some(limiter) = &route.concurrency {
+            if is_cancelled(request) {
+                return Err(p.cancelled(StageKind::Concurrency));
+            }
+            match limiter.acquire_blocking_before(1, p.deadline) {
+                Ok(permit) => p.concurrency = Some(permit),
+                Err(r) => return Err(p.refuse(StageKind::Concurrency, r)),
+            }
+        }
+        let held = match gate {
+            Some(gate) if route.gate => {
+                if is_cancelled(request) {
+                    return Err(p.cancelled(StageKind::Gate));
+                }
+                let request = request.with_deadline_before(p.deadline);
+                match gate.acquire_blocking_owned(&request) {
+                    Ok(permit) => Some(permit),
+                    Err(r) => return Err(p.refuse(StageKind::Gate, r)),
+                }
+            }
+            _ => None,
+        };
+        Ok(p.admit(held, on_drop))
+    }
+
+    /// The chain without any waiting: each stage admits now or refuses.
+    pub(crate) fn admit_now(
+        &self,
+        request: &Request<'_>,
+        gate: Option<&Gate<C>>,
+    ) -> Result<PolicyPermit<C>, Refusal> {
+        let mut p = self.start(request)?;
+        let route = Arc::clone(&p.route);
+        if let Some(rate) = &route.rate {
+            if let Err(r) = rate.try_acquire(1) {
+                return Err(p.refuse(StageKind::Rate, r));
+            }
+        }
+        if let Some(limiter) = &route.concurrency {
+            match limiter.try_acquire(1) {
+                Ok(permit) => p.concurrency = Some(permit),
+                Err(r) => return Err(p.refuse(StageKind::Concurrency, r)),
+            }
+        }
+        let held = match gate {
+            Some(gate) if route.gate => match gate.try_acquire_owned(request) {
+                Ok(permit) => Some(permit),
+                Err(r) => return Err(p.refuse(StageKind::Gate, r)),
+            },
+            _ => None,
+        };
+        Ok(p.admit(held, OnDrop::Success))
+    }
+}

@@ -1,0 +1,191 @@
+//! One route's policy, built: its breaker, rate limiter, concurrency limiter, timeout, counters.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::breaker::Breaker;
+use crate::clock::{duration_to_nanos, Clock, Nanos};
+use crate::config::{ConfigError, Violation};
+use crate::limit::{
+    ConcurrencyLimiter, FixedWindow, Gcra, Limiter, Quota, SlidingLog, SlidingWindow, TokenBucket,
+    WaitConfig, Waiting,
+};
+use crate::rejection::Rejection;
+
+use super::config::{EffectivePolicy, LimiterConfig, RateAlgorithm};
+use super::stats::{Counts, RouteStats};
+
+/// A policy's rate limiter: one of the algorithms, behind one type.
+#[derive(Debug)]
+pub(crate) enum RateLimiter<C: Clock> {
+    Gcra(Gcra<C>),
+    TokenBucket(TokenBucket<C>),
+    FixedWindow(FixedWindow<C>),
+    SlidingWindow(SlidingWindow<C>),
+    SlidingLog(SlidingLog<C>),
+    Quota(Quota<C>),
+}
+
+macro_rules! each {
+    ($self:ident, $l:ident => $e:expr) => {
+        match $self {
+            RateLimiter::Gcra($l) => $e,
+            RateLimiter::TokenBucket($l) => $e,
+            RateLimiter::FixedWindow($l) => $e,
+            RateLimiter::SlidingWindow($l) => $e,
+            RateLimiter::SlidingLog($l) => $e,
+            RateLimiter::Quota($l) => $e,
+        }
+    };
+}
+
+impl<C: Clock> Limiter for RateLimiter<C> {
+    type Clock = C;
+
+    fn clock(&self) -> &C {
+        each!(self, l => l.clock())
+    }
+
+    fn try_acquire(&self, n: u64) -> Result<(), Rejection> {
+        each!(self, l => l.try_acquire(n))
+    }
+
+    fn available(&self) -> u64 {
+        each!(self, l => l.available())
+    }
+
+    fn capacity(&self) -> u64 {
+        each!(self, l => l.capacity())
+    }
+}
+
+/// A route's policy with its stages built.
+#[derive(Debug)]
+pub(crate) struct Route<C: Clock> {
+    pub(crate) name: Arc<str>,
+    pub(crate) policy: EffectivePolicy,
+    pub(crate) clock: C,
+    pub(crate) breaker: Option<Breaker<C>>,
+    pub(crate) rate: Option<Waiting<RateLimiter<C>>>,
+    pub(crate) concurrency: Option<ConcurrencyLimiter<C>>,
+    /// The deadline from arrival, in nanoseconds.
+    pub(crate) timeout: Option<Nanos>,
+    pub(crate) gate: bool,
+    pub(crate) counts: Counts,
+}
+
+/// No waiting for the rate's tokens: the default when a policy sets no `rate_wait`.
+const NO_WAIT: WaitConfig = WaitConfig {
+    max_wait: Duration::ZERO,
+    max_waiters: 0,
+    order: crate::limit::WaitOrder::Fifo,
+};
+
+impl<C: Clock> Route<C> {
+    /// Builds the stages of `policy`, named `name`. The config was validated, so this fails only
+    /// if a rule of a stage's own is not mirrored in the config's validation; it then names the
+    /// policy and the stage.
+    pub(crate) fn build(
+        name: &str,
+        policy: EffectivePolicy,
+        clock: C,
+    ) -> Result<Self, ConfigError> {
+        let at = format!("policies.{}", super::config::toml_key(name));
+        let fail = |key: &str, error: &dyn std::fmt::Display| {
+            ConfigError::Invalid(vec![Violation {
+                key: format!("{at}.{key}"),
+                value: String::new(),
+                rule: error.to_string(),
+            }])
+        };
+        let breaker = match &policy.breaker {
+            Some(config) => Some(
+                Breaker::new(config.clone(), clock.clone())
+                    .map_err(|e| fail("breaker", &e))?
+                    .with_name(format!("policy {name}")),
+            ),
+            None => None,
+        };
+        let rate = match &policy.rate {
+            Some(spec) => {
+                let c = clock.clone();
+                let limiter = match spec.limiter() {
+                    LimiterConfig::Gcra(g) => Gcra::new(g, c).map(RateLimiter::Gcra),
+                    LimiterConfig::TokenBucket(t) => {
+                        TokenBucket::new(t, c).map(RateLimiter::TokenBucket)
+                    }
+                    LimiterConfig::Window(RateAlgorithm::FixedWindow, w) => {
+                        FixedWindow::new(w, c).map(RateLimiter::FixedWindow)
+                    }
+                    LimiterConfig::Window(RateAlgorithm::SlidingLog, w) => {
+                        SlidingLog::new(w, c).map(RateLimiter::SlidingLog)
+                    }
+                    LimiterConfig::Window(_, w) => {
+                        SlidingWindow::new(w, c).map(RateLimiter::SlidingWindow)
+                    }
+                    LimiterConfig::Quota(q) => Quota::new(q, c).map(RateLimiter::Quota),
+                }
+                .map_err(|e| fail("rate", &e))?;
+                let waiting = Waiting::new(limiter, spec.wait.unwrap_or(NO_WAIT))
+                    .map_err(|e| fail("rate_wait", &e))?;
+                Some(waiting)
+            }
+            None => None,
+        };
+        let concurrency = match &policy.concurrency {
+            Some(c) => Some(
+                ConcurrencyLimiter::new(*c, clock.clone())
+                    .map_err(|e| fail("max_concurrent", &e))?,
+            ),
+            None => None,
+        };
+        Ok(Route {
+            name: Arc::from(name),
+            timeout: policy.timeout.map(duration_to_nanos),
+            gate: policy.gate,
+            policy,
+            clock,
+            breaker,
+            rate,
+            concurrency,
+            counts: Counts::default(),
+        })
+    }
+
+    /// A route with no stage, no timeout and the gate on.
+    pub(crate) fn bare(name: &str, clock: C) -> Self {
+        Route {
+            name: Arc::from(name),
+            policy: EffectivePolicy::bare(),
+            clock,
+            breaker: None,
+            rate: None,
+            concurrency: None,
+            timeout: None,
+            gate: true,
+            counts: Counts::default(),
+        }
+    }
+
+    /// Whether this route does anything the gate alone would not: a stage, a timeout, or the
+    /// gate switched off.
+    pub(crate) fn is_active(&self) -> bool {
+        self.breaker.is_some()
+            || self.rate.is_some()
+            || self.concurrency.is_some()
+            || self.timeout.is_some()
+            || !self.gate
+    }
+
+    pub(crate) fn stats(&self) -> RouteStats {
+        RouteStats {
+            route: Arc::clone(&self.name),
+            in_flight: self.counts.in_flight(),
+            concurrency_in_use: self.concurrency.as_ref().map(|c| c.in_use()),
+            waiting: (self.rate.as_ref().map_or(0, |r| r.waiters())
+                + self.concurrency.as_ref().map_or(0, |c| c.waiters())) as u64,
+            breaker: self.breaker.as_ref().map(|b| b.state()),
+            counts: self.counts.read(),
+        }
+    }
+}
