@@ -72,8 +72,8 @@ pub use limit::{Limit, LimitValue};
 pub(crate) use parse::closest;
 #[cfg(feature = "sim")]
 pub(crate) use units::parse_byte_size;
-pub use warning::ConfigWarning;
 pub(crate) use units::{no_unit_message, parse_duration};
+pub use warning::ConfigWarning;
 
 /// The complete configuration of a gate: one field per TOML table.
 ///
