@@ -82,6 +82,7 @@ impl<C: Clock> OwnedPermit<C> {
     }
 
     /// Marks the request as cancelled unless released otherwise later.
+    #[cfg(feature = "tower")]
     pub(crate) fn mark_cancelled(&mut self) {
         self.outcome = Outcome::Cancelled;
     }
