@@ -34,6 +34,19 @@
 //!   Statuses, the default wait, the problem body, the rate fields and the gRPC answers are all
 //!   set on the layer.
 //!
+//! **Route policies and deadlines.** If the gate's configuration has `[policies]`
+//! ([`crate::policy`]), each request passes its route's breaker, rate and concurrency limit before
+//! the gate, each refusal answered by its reason: an open circuit 503, a route's rate 429 with that
+//! rate in `RateLimit-Policy` (`q` its limit, `w` its window in seconds), a concurrency limit 503.
+//! A request's deadline (its policy's `timeout`, or a gRPC request's `grpc-timeout`,
+//! [`SluiceLayer::grpc_timeout`]) bounds its waits and its handler up to the response head: past
+//! it, **504** (gRPC `DEADLINE_EXCEEDED`, 4). A [`Cancel`](crate::deadline::Cancel) in the
+//! request's extensions (put there by an outer layer that learns of the caller's cancellation)
+//! ends its wait or its handler with **408** (gRPC `CANCELLED`, 1). Neither carries `Retry-After`.
+//! The handler's future is dropped after its permit is released, and a 4xx answer is ignored by
+//! the breaker (the caller's mistake). Without policies, deadline or signal, the exchange is the
+//! gate alone, as above.
+//!
 //! **Which request is it?** By default the gate sees `Request::url(path)`, borrowing the path from
 //! the request (no copy), and classifies it through its own `[routes]` table.
 //! [`SluiceLayer::classify`] names requests otherwise, from the whole request head: by header,
