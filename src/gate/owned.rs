@@ -81,16 +81,16 @@ impl<C: Clock> OwnedPermit<C> {
         self.outcome = Outcome::Failed;
     }
 
-    /// Marks the request as cancelled unless released otherwise later.
-    #[cfg(feature = "tower")]
+    /// Marks the request as cancelled unless released otherwise later: counted as such, its
+    /// latency not recorded.
     pub(crate) fn mark_cancelled(&mut self) {
         self.outcome = Outcome::Cancelled;
     }
 
-    /// Releases the request as cancelled by its caller: counted as such, its latency not
-    /// recorded (a policy's call that was cancelled or timed out while it ran).
+    /// Releases the request as cancelled by its caller (a policy's call that was cancelled or
+    /// timed out while it ran).
     pub(crate) fn cancelled(mut self) {
-        self.outcome = Outcome::Cancelled;
+        self.mark_cancelled();
     }
 
     /// How long the request waited for its token (kept apart from the handler's latency).
