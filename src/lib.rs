@@ -71,18 +71,16 @@
 //!
 //! `max_qps`, `max_running`, `max_avg_latency` and `max_in_flight` default to `"auto"`: the gate
 //! learns them from what it measures instead of asking for a guess ([`capacity`] explains how and
-//! why). It learns the completion rate the service sustains and the latency of a request that
-//! does not queue; their product is the in-flight level at which latency starts to climb (the
-//! *knee*). Then:
-//! * **The in-flight ceiling sits just above the knee** (half its square root, or less when a
-//!   dense overload refills a freed worker at once, and the knee's own measurement error, once a
-//!   flood has shown the service saturated; twice the knee while the capacity is only a lower
-//!   bound), so a flood is stopped on the request that crosses it (no
-//!   waiting for a latency signal) while the service keeps a short queue and never idles. Until
-//!   the figures are settled (a few latencies after start, and steady rounds or a probe) the
-//!   configured or the original design's numbers stand. Held there, latency stays below the switch's
-//!   threshold: the switch turns on only if latency still
-//!   climbs.
+//! why). For each timed request it knows the requests in flight when it was admitted and how long
+//! it took; the level past which latency climbs is the service's parallelism (the *knee*), the
+//! latency below it the base latency, their quotient the capacity. Then:
+//! * **The in-flight ceiling sits just above the knee** (10 % and half its square root), so a
+//!   flood is stopped on the request that crosses it (no waiting for a latency signal) while the
+//!   service keeps a short queue and never idles. Until a knee shows, the ceiling starts at two
+//!   requests and grows by the answers that come back without a queue, about doubling per round
+//!   trip: a cold gate protects from its first request, and a big service is found in a few
+//!   round trips. Held there, latency stays below the switch's threshold: the switch turns on
+//!   only if latency still climbs.
 //! * **Priority without waste.** Requests below the ceiling enter unclassified. Non-urgent ones stop
 //!   at it; urgent ones may go a few requests higher (three standard deviations of their own
 //!   count), so any urgent request beats every non-urgent one to a freed slot, and non-urgent work
@@ -119,8 +117,8 @@
 //! "#)?;
 //! let gate = Gate::builder(config).clock(ManualClock::new()).without_memory_probe().build()?;
 //! let s = gate.snapshot();
-//! assert_eq!(s.learned.capacity, None); // nothing measured yet: the original design's figures stand
-//! assert_eq!(s.limits.max_in_flight, 1000);
+//! assert_eq!(s.learned.capacity, None); // nothing measured yet
+//! assert_eq!(s.limits.max_in_flight, 50); // the slow start's, within the bounds
 //! assert_eq!(s.limits.max_qps, 800.0);
 //! # Ok::<(), sluicegate::ConfigError>(())
 //! ```
@@ -143,12 +141,10 @@ pub mod config;
 pub mod counters;
 pub mod deadline;
 pub mod gate;
-pub mod hinge;
 pub mod inflight;
 pub mod keyed;
 pub mod limit;
 pub mod lookup;
-pub mod low_tail;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod middleware;

@@ -1,7 +1,8 @@
 //! The service's vital signs: latency, throughput and their summaries.
 //!
-//! The request path only *records*: a completed call writes its latency, and the requests in flight
-//! when it was admitted, into one word of a fixed ring of atomics (no lock, no allocation).
+//! The request path only *records*: a completed call writes its latency, the requests in flight
+//! when it was admitted and when that was, into two words of a fixed ring of atomics (no lock,
+//! no allocation).
 //! Everything that costs more, sorting the window for the trimmed mean, feeding the percentile
 //! histogram, working out rates, runs once per sampler tick, on whichever request first finds the
 //! tick due (it takes a `try_lock`; every other request goes straight on).
@@ -26,6 +27,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
+use crate::capacity::Sample;
 use crate::clock::Nanos;
 
 /// The trimmed mean of `samples` (nanoseconds), cutting `floor(n·trim)` from each end after sorting
@@ -49,6 +51,7 @@ pub fn trimmed_mean(samples: &mut [u64], trim: f64) -> Option<u64> {
 /// The last latencies, written lock-free by completing requests.
 #[derive(Debug)]
 pub(crate) struct LatencyRing {
+    /// Two words per sample: the latency and level ([`pack`]), and the admission time.
     slots: Box<[AtomicU64]>,
     head: AtomicU64,
     mask: u64,
@@ -56,30 +59,28 @@ pub(crate) struct LatencyRing {
 
 impl LatencyRing {
     /// A ring holding at least `window` samples and at least 4,096, so one tick's worth of
-    /// samples reaches the histogram even when the window is small, and the first tick's, when
-    /// every call is timed because no rate is known yet, reaches the capacity estimator whole on
-    /// a service of tens of thousands of requests a second: its earliest latencies are the only
-    /// ones of a flood's start without the flood's queue.
+    /// samples reaches the histogram and the capacity estimator even when the window is small.
     pub(crate) fn new(window: usize) -> Self {
         let cap = window.saturating_mul(2).max(4096).next_power_of_two();
         LatencyRing {
-            slots: (0..cap).map(|_| AtomicU64::new(0)).collect(),
+            slots: (0..2 * cap).map(|_| AtomicU64::new(0)).collect(),
             head: AtomicU64::new(0),
             mask: (cap - 1) as u64,
         }
     }
 
+    /// How many samples the ring holds.
     pub(crate) fn capacity(&self) -> usize {
-        self.slots.len()
+        self.slots.len() / 2
     }
 
-    /// Records a latency and the requests in flight when its request was admitted (counting it),
-    /// in one word: the latency in the low [`LATENCY_BITS`] bits (78 hours of nanoseconds), the
-    /// level above them, each saturating.
+    /// Records a latency, the requests in flight when its request was admitted (counting it)
+    /// and when it was admitted (the clock's reading modulo 2^48).
     #[inline]
-    pub(crate) fn record(&self, nanos: Nanos, level: u32) {
-        let i = self.head.fetch_add(1, Ordering::Relaxed);
-        self.slots[(i & self.mask) as usize].store(pack(nanos, level), Ordering::Relaxed);
+    pub(crate) fn record(&self, nanos: Nanos, level: u32, admitted: Nanos) {
+        let i = (self.head.fetch_add(1, Ordering::Relaxed) & self.mask) as usize;
+        self.slots[2 * i].store(pack(nanos, level), Ordering::Relaxed);
+        self.slots[2 * i + 1].store(admitted, Ordering::Relaxed);
     }
 
     /// How many samples were ever recorded.
@@ -87,31 +88,25 @@ impl LatencyRing {
         self.head.load(Ordering::Acquire)
     }
 
-    /// Copies the samples with sequence numbers in `[from, to)` (at most the ring's capacity, the
-    /// newest) into `out`. A writer that has claimed a slot but not yet stored into it leaves an old
-    /// value there: a sampling error of one sample, accepted to keep the writers lock-free.
+    /// Copies the latencies with sequence numbers in `[from, to)` (at most the ring's capacity,
+    /// the newest) into `out`. A writer that has claimed a slot but not yet stored into it leaves
+    /// an old value there: a sampling error of one sample, accepted to keep the writers lock-free.
     pub(crate) fn copy_range(&self, from: u64, to: u64, out: &mut Vec<u64>) {
-        out.extend(self.words(from, to).map(|word| word & LATENCY_MASK));
+        out.extend(self.samples(from, to).map(|s| s.latency));
     }
 
-    /// As [`LatencyRing::copy_range`], and the admission level of each latency into `levels`.
-    pub(crate) fn copy_range_with_levels(
-        &self,
-        from: u64,
-        to: u64,
-        out: &mut Vec<u64>,
-        levels: &mut Vec<u32>,
-    ) {
-        for word in self.words(from, to) {
-            out.push(word & LATENCY_MASK);
-            levels.push((word >> LATENCY_BITS) as u32);
-        }
-    }
-
-    /// The slots with sequence numbers in `[from, to)`, at most the ring's capacity, the newest.
-    fn words(&self, from: u64, to: u64) -> impl Iterator<Item = u64> + '_ {
-        let from = from.max(to.saturating_sub(self.slots.len() as u64));
-        (from..to).map(move |i| self.slots[(i & self.mask) as usize].load(Ordering::Relaxed))
+    /// As [`LatencyRing::copy_range`], whole samples.
+    pub(crate) fn samples(&self, from: u64, to: u64) -> impl Iterator<Item = Sample> + '_ {
+        let from = from.max(to.saturating_sub(self.capacity() as u64));
+        (from..to).map(move |i| {
+            let i = (i & self.mask) as usize;
+            let word = self.slots[2 * i].load(Ordering::Relaxed);
+            Sample {
+                latency: word & LATENCY_MASK,
+                level: (word >> LATENCY_BITS) as u32,
+                admitted: self.slots[2 * i + 1].load(Ordering::Relaxed),
+            }
+        })
     }
 }
 
@@ -195,16 +190,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_slot_gives_back_its_latency_and_level_each_saturated_to_its_field() {
+    fn a_slot_gives_back_its_latency_level_and_admission_each_saturated_to_its_field() {
         let ring = LatencyRing::new(1);
-        ring.record(1_234_567, 890);
-        ring.record(u64::MAX, u32::MAX);
-        let (mut latencies, mut levels) = (Vec::new(), Vec::new());
-        ring.copy_range_with_levels(0, 2, &mut latencies, &mut levels);
-        assert_eq!(latencies, [1_234_567, LATENCY_MASK]);
-        assert_eq!(levels, [890, MAX_LEVEL as u32]);
+        ring.record(1_234_567, 890, 42);
+        ring.record(u64::MAX, u32::MAX, 7);
+        let samples: Vec<Sample> = ring.samples(0, 2).collect();
+        assert_eq!(
+            samples,
+            [
+                Sample {
+                    latency: 1_234_567,
+                    level: 890,
+                    admitted: 42
+                },
+                Sample {
+                    latency: LATENCY_MASK,
+                    level: MAX_LEVEL as u32,
+                    admitted: 7
+                },
+            ]
+        );
         let mut only = Vec::new();
         ring.copy_range(0, 2, &mut only);
-        assert_eq!(only, latencies);
+        assert_eq!(only, [1_234_567, LATENCY_MASK]);
     }
 }

@@ -10,9 +10,21 @@ mod common;
 
 use common::{gate_with, hold, ms};
 use proptest::prelude::*;
+use sluicegate::config::Limit;
 use sluicegate::{Config, Gate, Permit, RejectReason, Request, Urgency};
 
 use sluicegate::clock::ManualClock;
+
+/// The default config with room for every request these tests hold: they pin the memory rule,
+/// not the in-flight ceiling a cold gate starts with.
+fn roomy() -> Config {
+    let mut config = Config::default();
+    config.gate.max_in_flight = Limit::Auto {
+        min: Some(100_000),
+        max: None,
+    };
+    config
+}
 
 fn urgent(cost: u64) -> Request<'static> {
     Request::url("/upload")
@@ -37,7 +49,7 @@ fn fill(gate: &Gate<ManualClock>, cost: u64) -> Vec<Permit<'_, ManualClock>> {
 
 #[test]
 fn declared_costs_are_refused_once_they_reach_the_room_below_the_memory_ceiling() {
-    let (gate, _clock, memory) = gate_with(Config::default());
+    let (gate, _clock, memory) = gate_with(roomy());
     memory.set_used(500);
     gate.refresh_memory();
     // Room: 950 - 500 = 450 bytes. Admitted while the declared sum is below it: 0, 100, ..., 400.
@@ -60,7 +72,7 @@ fn declared_costs_are_refused_once_they_reach_the_room_below_the_memory_ceiling(
 
 #[test]
 fn requests_without_a_cost_are_not_held_by_the_declared_sum() {
-    let (gate, _clock, memory) = gate_with(Config::default());
+    let (gate, _clock, memory) = gate_with(roomy());
     memory.set_used(500);
     gate.refresh_memory();
     let _held = fill(&gate, 100);
@@ -70,7 +82,7 @@ fn requests_without_a_cost_are_not_held_by_the_declared_sum() {
 
 #[test]
 fn without_a_memory_reading_declared_costs_are_not_limited() {
-    let (gate, _clock, _memory) = gate_with(Config::default());
+    let (gate, _clock, _memory) = gate_with(roomy());
     let held = hold(&gate, &urgent(1_000_000), 100);
     assert_eq!(held.len(), 100);
     let s = gate.snapshot();
@@ -82,7 +94,7 @@ fn without_a_memory_reading_declared_costs_are_not_limited() {
 
 #[test]
 fn memory_not_declared_is_taken_from_the_latest_reading() {
-    let (gate, clock, memory) = gate_with(Config::default());
+    let (gate, clock, memory) = gate_with(roomy());
     memory.set_used(500);
     gate.refresh_memory();
     assert_eq!(fill(&gate, 100).len(), 5);
@@ -100,7 +112,7 @@ fn memory_not_declared_is_taken_from_the_latest_reading() {
 
 #[test]
 fn a_cost_refused_at_the_in_flight_ceiling_is_not_counted() {
-    let mut config = Config::default();
+    let mut config = roomy();
     config.gate.max_in_flight = 2.into();
     let (gate, _clock, memory) = gate_with(config);
     memory.set_used(500);
@@ -123,7 +135,7 @@ proptest! {
         used in 0u64..900,
         costs in prop::collection::vec(1u64..400, 1..60),
     ) {
-        let (gate, _clock, memory) = gate_with(Config::default());
+        let (gate, _clock, memory) = gate_with(roomy());
         memory.set_used(used);
         gate.refresh_memory();
         let room = 950u64.saturating_sub(used);

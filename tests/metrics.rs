@@ -509,7 +509,6 @@ fn every_published_name_follows_prometheus_conventions_and_has_help() {
         names::LEARNED_KNEE,
         names::LEARNED_CEILING,
         names::LEARNED_CONFIRMED,
-        names::LEARNED_PROBING,
         names::LIMIT_MAX_IN_FLIGHT,
         names::LIMIT_MAX_RUNNING,
         names::LIMIT_MAX_QPS,

@@ -133,7 +133,9 @@ impl<C: Clock> Inner<C> {
             } else {
                 self.maybe_tick(now);
             }
-            TimedStart::new(now, level).0
+            let start = TimedStart::new(now, level);
+            self.ledger.enter(start.at(), start.level());
+            start.0
         } else {
             UNTIMED
         };
@@ -353,22 +355,26 @@ impl<C: Clock> Inner<C> {
             Outcome::Failed => self.stripes.bump(Event::Failed),
             Outcome::Cancelled => self.stripes.bump(Event::Cancelled),
         }
-        if started != UNTIMED && outcome != Outcome::Cancelled {
-            self.record_latency(started);
+        if started != UNTIMED {
+            self.record_latency(started, outcome != Outcome::Cancelled);
         }
     }
 
-    /// Records the latency of a timed request (one in `2^k`). Out of line, so that the release of
-    /// the others does not set up its frame.
+    /// Records the latency of a timed request (one in `2^k`), unless it was cancelled (a latency
+    /// the service did not finish), and takes it off the ledger. Out of line, so that the release
+    /// of the others does not set up its frame.
     #[cold]
     #[inline(never)]
-    pub(super) fn record_latency(&self, started: Nanos) {
+    pub(super) fn record_latency(&self, started: Nanos, served: bool) {
         let start = TimedStart(started);
-        let now = self.clock.now();
-        self.settings
-            .load()
-            .ring
-            .record(start.latency(now), start.level());
+        if served {
+            let now = self.clock.now();
+            self.settings
+                .load()
+                .ring
+                .record(start.latency(now), start.level(), start.at());
+        }
+        self.ledger.leave(start.at(), start.level());
     }
 
     /// Urgency from the request itself, the route table, the lookup cache or the default; `None` when

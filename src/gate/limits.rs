@@ -110,7 +110,7 @@ impl HotLimits {
     pub(super) fn store(&self, settings: &Settings, has_lookup: bool) {
         let g = &settings.config.gate;
         let r = Ordering::Release;
-        let ceiling = g.max_in_flight.clamp(UNLEARNED_MAX_IN_FLIGHT);
+        let ceiling = g.max_in_flight.clamp(crate::capacity::START as u64);
         self.max_in_flight.store(ceiling, r);
         // A fixed ceiling keeps its urgent reserve from the start; a reload re-derives it from
         // the urgent demand measured (see `Inner::apply_learned`).

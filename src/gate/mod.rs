@@ -46,15 +46,15 @@
 //!    decrements in-flight and records the latency. Exactly once.
 //!
 //! # Learned limits
-//! Each tick the sampler feeds the [`crate::capacity::Estimator`] and turns what it learned into the
-//! limits in force, within the config's bounds (a fixed number wins): `max_running` = the knee,
-//! `max_avg_latency` = 1.5 × the base latency, `max_qps` = 1.15 × the capacity, `max_in_flight` =
-//! the estimator's ceiling plus the urgent headroom. While the capacity is only a lower bound (not
-//! seen saturated, [`crate::capacity::Learned::confirmed`]) the switch threshold and the rate are
-//! twice the knee and the capacity, as the ceiling is. [`Snapshot::learned`] and [`Snapshot::limits`]
-//! show both. A config of fixed numbers only behaves as the original design's gate (the switch's rule, the
-//! buckets, waits up to `request_timeout`), with the urgent headroom, work-conserving tokens and
-//! adaptive waiting off; only the order in which its ceiling refuses differs: non-urgent work
+//! Each tick the sampler feeds the capacity estimator ([`crate::capacity`]) and turns what it
+//! learned into the limits in force, within the config's bounds (a fixed number wins):
+//! `max_in_flight` = the estimator's ceiling (above the knee once one shows, the slow start's
+//! before) plus the urgent headroom; `max_avg_latency` = 1.5 × the base latency once measured;
+//! once a knee shows, `max_running` = the knee and `max_qps` = 1.15 × the capacity (before, the
+//! original design's figures). [`Snapshot::learned`] and [`Snapshot::limits`] show
+//! both. A config of fixed numbers only behaves as the original design's gate (the switch's rule,
+//! the buckets, waits up to `request_timeout`), with the urgent headroom, work-conserving tokens
+//! and adaptive waiting off; only the order in which its ceiling refuses differs: non-urgent work
 //! first (the urgent reserve, and the non-urgent floor into it).
 //!
 //! # When the switch turns on and off
@@ -82,10 +82,7 @@ use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, ReentrantMutex};
 
 use crate::bucket::{Bucket, BucketParams, Reservation};
-use crate::capacity::{
-    Estimator, Learned, TickSample, HEADROOM, REACHED_LATENCIES, SATURATED_SAMPLES,
-    UNCONFIRMED_HEADROOM,
-};
+use crate::capacity::{Estimator, Learned, Ledger};
 use crate::clock::{duration_to_nanos, Clock, MonotonicClock, Nanos};
 use crate::config::{Config, ConfigError, Limit, Waiting};
 use crate::counters::{Counters, Event, Stripes};
@@ -132,9 +129,9 @@ const MAX_PERMIT_LEVEL: u64 = MAX_LEVEL - 1;
 /// admitted (itself included), in the one word of the permit's `started`, laid out as the ring's
 /// slots are ([`LATENCY_BITS`]): the reading modulo 2^48 ns (78 hours), so that a latency is
 /// exact under half of that (39 hours); a difference above that half is a clock that went
-/// backwards, and counts as zero, as before. The level goes to the
-/// capacity estimator with the latency, so that it sees where latency starts to climb with the
-/// requests in flight (see [`crate::hinge`]). In `started` rather than in a field of its own: a
+/// backwards, and counts as zero, as before. The level and the time go to the capacity
+/// estimator with the latency, so that it sees where latency starts to climb with the requests in
+/// flight (see [`crate::capacity`]). In `started` rather than in a field of its own: a
 /// sixth word made the permit slower to move (the guard 0.6 times governor's check slower), and
 /// the untimed path, most calls at a high rate, is then as it was measured.
 #[derive(Debug, Clone, Copy)]
@@ -158,6 +155,11 @@ impl TimedStart {
 
     fn level(self) -> u32 {
         (self.0 >> LATENCY_BITS) as u32
+    }
+
+    /// When the call was admitted: the clock's reading modulo 2^48.
+    fn at(self) -> Nanos {
+        self.0 & LATENCY_MASK
     }
 }
 
@@ -196,86 +198,45 @@ impl<C: Clock> std::fmt::Debug for Gate<C> {
     }
 }
 
-/// In-flight ceiling of a gate whose `max_in_flight` is auto, until it has learned one (the original design's).
-const UNLEARNED_MAX_IN_FLIGHT: u64 = 1000;
-/// Before a gate whose `max_in_flight` is auto has learned anything, a timed call that finds this
-/// many requests in flight, or twice as many as the last tick found, runs the tick at once (once
-/// the service has answered as many requests as it holds): a flood fills the unlearned ceiling
-/// long before a tick falls due, and a small service is slowed by the queue (50 workers at 1 ms,
-/// started at 1.1x: 1,000 in flight at the first tick, a p99 of 45 ms for an SLO of 5; ticking
-/// early, the gate probed 15 to 27 ms in, with 260 to 514 in flight, and kept the p99 at 5 ms).
-const EARLY_TICK_FIRST: u64 = 64;
+/// Room above a capacity confirmed saturated that the switch threshold and the rate of the whole
+/// gate leave, so that the in-flight ceiling, not the rate, holds a saturated service.
+const HEADROOM: f64 = 0.15;
+/// While the learned ceiling is still growing, a timed call at it brings the next tick forward to
+/// this many latency scales from now (at least [`crate::capacity::cohort::BUCKET`], at most the
+/// tick): the slow start then grows once per round trip rather than once per tick.
+const GROWING_TICK_LATENCIES: f64 = 1.0;
 
-/// How soon after a flood reached the learned ceiling, its saturation unconfirmed, the tick runs
-/// (see `Inner::mark_early_tick`): [`REACHED_LATENCIES`] base latencies, so that the requests
-/// admitted at the ceiling have completed and a service with room shows it (the estimator
-/// confirms on one such tick what it otherwise confirms on two, see
-/// [`crate::capacity::TickSample::ceiling_reached_at`]), and at least [`SATURATED_SAMPLES`]
-/// completions at the capacity measured, so that its rate is known as well as a regular tick's
-/// on a service of that size. (With a hundred, a 3 ms tick of 50 workers at 1 ms measured 59,000
-/// rps for 50,000, and the ceiling kept its excess for 150 ms.) `None` if that is no sooner than
-/// the regular `tick`.
-fn flood_tick_span(learned: &Learned, tick: Nanos) -> Option<Nanos> {
-    let base = duration_to_nanos(learned.base_latency?) as f64;
-    let capacity = learned.capacity.filter(|c| *c > 0.0)?;
-    let span = (REACHED_LATENCIES * base).max(SATURATED_SAMPLES / capacity * 1e9);
-    (span.is_finite() && span < tick as f64).then(|| (span as Nanos).max(1))
-}
-
-/// When the sampler's tick runs: when it falls due, or earlier while nothing is learned or a
-/// flood is not yet confirmed. Apart from [`HotLimits`], whose layout the request path was
-/// measured with.
+/// When the sampler's tick runs: when it falls due, or earlier while the learned ceiling grows.
+/// Apart from [`HotLimits`], whose layout the request path was measured with.
 #[derive(Debug)]
 struct TickMarks {
     /// When the next tick falls due.
     next: AtomicU64,
-    /// A timed call that finds this many requests in flight runs the tick at once, or brings it
-    /// forward (`early_pull`): while an auto ceiling has learned nothing, twice the count of the
-    /// last tick (see [`EARLY_TICK_FIRST`]); while its figures are learned but saturation is
-    /// unconfirmed, the learned ceiling (see [`flood_tick_span`]); `u64::MAX` otherwise.
+    /// A timed call that finds this many requests in flight brings the next tick forward by
+    /// `early_pull`: the learned ceiling while it grows, `u64::MAX` otherwise.
     early_level: AtomicU64,
-    /// What a call at `early_level` does: 0, run the tick at once; otherwise bring the next tick
-    /// forward to this many nanoseconds from the call.
+    /// How far from such a call the next tick runs, nanoseconds.
     early_pull: AtomicU64,
-    /// When a timed call first found the requests in flight at the learned ceiling while
-    /// saturation was unconfirmed; kept while every tick since turned requests away, `u64::MAX`
-    /// otherwise.
-    reached_at: AtomicU64,
 }
 
 impl TickMarks {
+    /// The marks of a new gate: with an auto ceiling, its slow start ticks early from the start.
     fn new(next: Nanos, config: &Config) -> Self {
-        let marks = TickMarks {
-            next: AtomicU64::new(next),
-            early_level: AtomicU64::new(u64::MAX),
-            early_pull: AtomicU64::new(0),
-            reached_at: AtomicU64::new(u64::MAX),
-        };
-        marks.reset_early(config);
-        marks
-    }
-
-    /// Early ticks from [`EARLY_TICK_FIRST`] requests in flight if the ceiling is auto, none if not.
-    fn reset_early(&self, config: &Config) {
         let early = if config.gate.max_in_flight.is_auto() {
-            EARLY_TICK_FIRST
+            crate::capacity::START as u64
         } else {
             u64::MAX
         };
-        self.early_level.store(early, Ordering::Release);
-        self.early_pull.store(0, Ordering::Release);
-        self.reached_at.store(u64::MAX, Ordering::Release);
+        TickMarks {
+            next: AtomicU64::new(next),
+            early_level: AtomicU64::new(early),
+            early_pull: AtomicU64::new(crate::capacity::cohort::BUCKET),
+        }
     }
 
     /// Brings the next tick forward to `at`, if it falls later.
     fn bring_forward(&self, at: Nanos) {
         self.next.fetch_min(at, Ordering::AcqRel);
-    }
-
-    /// When a flood reached the learned ceiling (see `reached_at`), if one did.
-    fn reached(&self) -> Option<Nanos> {
-        let at = self.reached_at.load(Ordering::Relaxed);
-        (at != u64::MAX).then_some(at)
     }
 }
 /// Rate of a gate whose `max_qps` is auto, until it has learned one (the original design's).
@@ -399,10 +360,10 @@ struct Monitor {
     last_totals: Counters,
     ring_seen: u64,
     scratch: Vec<u64>,
-    /// The latencies recorded since the last tick, for the capacity estimator's low tail.
+    /// The latencies recorded since the last tick.
     tick_latencies: Vec<u64>,
-    /// The requests in flight when each of `tick_latencies` was admitted.
-    tick_levels: Vec<u32>,
+    /// The samples recorded since the last tick, for the capacity estimator.
+    tick_samples: Vec<crate::capacity::Sample>,
     percentiles: Percentiles,
     figures: Figures,
     /// How long the conditions for turning the switch on or off have held without a break.
@@ -425,9 +386,6 @@ struct Monitor {
     urgent_fill: f64,
     /// Whether the config holds the in-flight ceiling below the learned one.
     ceiling_bounded: bool,
-    /// The level urgent requests may enter up to while an excess above a lowered ceiling drains
-    /// (0 when nothing drains).
-    urgent_drain: u64,
     /// The gate's metrics, published at the end of each tick.
     #[cfg(feature = "metrics")]
     metrics: crate::observe::GateMetrics,
@@ -448,6 +406,8 @@ struct Inner<C: Clock> {
     /// The requests in flight and the whole gate's bucket (urgent requests, and every request
     /// before the split), in one word: see [`Turnstile`].
     turnstile: CachePadded<Turnstile>,
+    /// Timed requests out, per bucket of admission time (see [`crate::capacity`]).
+    ledger: Ledger,
     /// The requests in flight that entered on the non-urgent floor above the ceiling (part of the
     /// turnstile's count): urgent requests do not count them against the ceiling, so the floor takes
     /// its slots next to the urgent headroom, not out of it.
@@ -693,7 +653,6 @@ impl<C: Clock> Gate<C> {
         // force together, so that a reload does not open the gate until the next tick.
         let mut monitor = inner.monitor.lock();
         inner.hot.store(&settings, inner.lookup.is_some());
-        inner.ticks.reset_early(&settings.config);
         let at_reading = monitor.memory.at_reading;
         inner.fit_memory(&mut monitor, at_reading, &settings);
         inner.apply_learned(&settings, &mut monitor);

@@ -29,64 +29,34 @@ impl<C: Clock> Inner<C> {
         }
     }
 
-    /// The tick before it falls due (see [`EARLY_TICK_FIRST`]). Out of line: only the first
-    /// calls of a gate that has learned nothing take it.
+    /// A timed call found the requests in flight at the growing ceiling: the next tick runs
+    /// soon (see [`GROWING_TICK_LATENCIES`]). Out of line: only calls at a ceiling that is still
+    /// growing take it.
     #[cold]
     #[inline(never)]
     pub(super) fn tick_early(&self, now: Nanos) {
         let pull = self.ticks.early_pull.load(Ordering::Relaxed);
-        if pull > 0 {
-            self.ticks.bring_forward(now.saturating_add(pull));
-            self.ticks.reached_at.fetch_min(now, Ordering::Relaxed);
-            self.ticks.early_level.store(u64::MAX, Ordering::Relaxed);
-            return;
-        }
-        if let Some(mut monitor) = self.monitor.try_lock() {
-            // Not before the service has completed as many requests as it holds: until then
-            // the latencies seen are the quickest of those sent at the start (on many workers in
-            // parallel), and every figure taken from them is too low.
-            let in_flight = self.turnstile.current();
-            if self.totals().released() >= in_flight {
-                self.evaluate(&mut monitor, now);
-            } else {
-                self.ticks
-                    .early_level
-                    .store(in_flight.saturating_mul(2), Ordering::Relaxed);
-            }
-        }
+        self.ticks.bring_forward(now.saturating_add(pull));
     }
 
-    /// Where the next tick runs early: at twice `in_flight`, while an auto ceiling has learned
-    /// nothing; once its figures are learned but saturation is unconfirmed, a call at the learned
-    /// ceiling brings the next tick forward by [`flood_tick_span`], and while the flood that
-    /// reached it lasts unconfirmed (requests `turned_away` on every tick), every tick after it
-    /// comes that soon.
+    /// Where the next tick runs early: at the learned ceiling while it grows (no knee shows
+    /// yet), a round trip after the call that finds it; nowhere otherwise.
     pub(super) fn mark_early_tick(
         &self,
         auto_ceiling: bool,
         learned: &Learned,
-        in_flight: u64,
-        turned_away: bool,
-        now: Nanos,
+        scale: Option<f64>,
         tick: Nanos,
     ) {
-        let (early, pull) = if !auto_ceiling {
-            (u64::MAX, 0)
-        } else if !learned.settled && learned.probes == 0 {
-            (in_flight.saturating_mul(2).max(EARLY_TICK_FIRST), 0)
-        } else if learned.confirmed || learned.probing {
-            (u64::MAX, 0)
-        } else {
-            learned
-                .ceiling
-                .zip(flood_tick_span(learned, tick))
-                .unwrap_or((u64::MAX, 0))
+        let early = match learned.ceiling {
+            Some(c) if auto_ceiling && !learned.confirmed => c,
+            _ => u64::MAX,
         };
-        if pull == 0 || !turned_away {
-            self.ticks.reached_at.store(u64::MAX, Ordering::Relaxed);
-        } else if self.ticks.reached().is_some() {
-            self.ticks.bring_forward(now.saturating_add(pull));
-        }
+        let scale = scale.unwrap_or(0.0) * GROWING_TICK_LATENCIES;
+        let pull = (scale as Nanos)
+            .max(crate::capacity::cohort::BUCKET)
+            .min(tick)
+            .max(1);
         self.ticks.early_pull.store(pull, Ordering::Relaxed);
         self.ticks.early_level.store(early, Ordering::Relaxed);
     }
@@ -100,20 +70,20 @@ impl<C: Clock> Inner<C> {
             .store(now.saturating_add(settings.tick), Ordering::Release);
 
         // Latency: feed new samples to the percentiles, then the trimmed mean of the last `window`.
+        // The ledger first: a request that completes after it keeps its cohort open.
+        m.estimator
+            .read_ledger(&self.ledger, now & crate::sampler::LATENCY_MASK);
         let head = settings.ring.recorded();
         m.scratch.clear();
-        m.tick_levels.clear();
-        settings
-            .ring
-            .copy_range_with_levels(m.ring_seen, head, &mut m.scratch, &mut m.tick_levels);
+        m.tick_samples.clear();
+        m.tick_samples
+            .extend(settings.ring.samples(m.ring_seen, head));
+        m.scratch.extend(m.tick_samples.iter().map(|s| s.latency));
         m.ring_seen = head;
         m.percentiles.rotate_if_due(now);
-        let mut latency_sum = 0u64;
         for &v in &m.scratch {
             m.percentiles.record(v);
-            latency_sum = latency_sum.saturating_add(v);
         }
-        let latency_count = m.scratch.len() as u64;
         std::mem::swap(&mut m.scratch, &mut m.tick_latencies);
         m.scratch.clear();
         let window = config.sampler.window as u64;
@@ -136,7 +106,6 @@ impl<C: Clock> Inner<C> {
         };
         let elapsed = now.saturating_sub(m.last_tick);
         let last = m.last_totals;
-        let turned_away = totals.refused() > last.refused();
         if elapsed > 0 {
             let secs = elapsed as f64 / 1e9;
             // Cancelled requests were not served: counted, they would pass the rate at which
@@ -160,34 +129,15 @@ impl<C: Clock> Inner<C> {
                 r => (1u64 << (63 - r.leading_zeros())) - 1,
             };
             self.hot.sample_mask.store(mask, Ordering::Relaxed);
-            let in_flight = self.turnstile.current();
             // Refusals at a ceiling the config holds below the learned one say nothing about the
             // service's room.
-            let ceiling_refusals = if m.ceiling_bounded {
-                0
-            } else {
-                totals
-                    .refused_in_flight
-                    .saturating_sub(last.refused_in_flight)
-            };
-            let ceiling_refused = ceiling_refusals > 0;
-            let memory_refusals = totals.refused_memory.saturating_sub(last.refused_memory);
-            let learned = m.estimator.observe_with_levels(
-                &TickSample {
-                    now,
-                    elapsed,
-                    completed,
-                    latency_sum,
-                    latency_count,
-                    in_flight,
-                    ceiling_refused,
-                    ceiling_refusals,
-                    memory_refusals,
-                    turned_away,
-                    ceiling_reached_at: self.ticks.reached(),
-                },
-                &m.tick_latencies,
-                &m.tick_levels,
+            let refused = !m.ceiling_bounded && totals.refused_in_flight > last.refused_in_flight;
+            let learned = m.estimator.observe(
+                now & crate::sampler::LATENCY_MASK,
+                settings.tick,
+                &m.tick_samples,
+                mask + 1,
+                refused,
             );
             m.learned = learned;
             let demand = asked(&totals).saturating_sub(asked(&last))
@@ -208,25 +158,19 @@ impl<C: Clock> Inner<C> {
                 m.urgent_need = peak_held(urgent_rate * latency, m.urgent_need);
                 m.urgent_recent = briefly_held(urgent_rate * latency, m.urgent_recent);
                 m.urgent_known |= latency > 0.0;
-                let own = m
-                    .estimator
-                    .base_latency()
-                    .filter(|_| learned.settled)
-                    .map_or(latency, |b| b / 1e9);
+                let own = m.estimator.base_latency().map_or(latency, |b| b / 1e9);
                 m.urgent_fill = peak_held(urgent_rate * own, m.urgent_fill);
             }
             m.last_tick = now;
             m.last_totals = totals;
-            self.fit_memory(m, in_flight, &settings);
+            self.fit_memory(m, self.turnstile.current(), &settings);
         }
         m.figures = figures;
         let auto_ceiling = config.gate.max_in_flight.is_auto();
         self.mark_early_tick(
             auto_ceiling,
             &m.learned,
-            self.turnstile.current(),
-            turned_away,
-            now,
+            m.estimator.latency(),
             settings.tick,
         );
         self.apply_learned(&settings, m);
@@ -299,33 +243,16 @@ impl<C: Clock> Inner<C> {
     /// Turns the learned figures into the limits in force (fixed values win; bounds apply).
     pub(super) fn apply_learned(&self, settings: &Settings, m: &mut Monitor) {
         let g = &settings.config.gate;
-        let mut learned = m.learned;
-        if !learned.settled {
-            // Figures from the first moments describe the start, not the service (see
-            // `capacity::STARTUP_LATENCIES`): the configured or the original design's figures stand.
-            learned.capacity = None;
-            learned.knee = None;
-            learned.base_latency = None;
-        }
+        let learned = m.learned;
         let hot = &self.hot;
         let unlearned = Thresholds::unlearned(&settings.config);
         let base = learned.base_latency.map(duration_to_nanos);
-        // A capacity measured below saturation is a lower bound: the switch threshold and the rate
-        // then leave the same room above it as the ceiling does.
-        let room = if learned.confirmed {
-            1.0 + HEADROOM
-        } else {
-            1.0 + UNCONFIRMED_HEADROOM
-        };
+        // The capacity is known only with a knee, so it was seen saturated.
+        let room = 1.0 + HEADROOM;
         m.thresholds = Thresholds {
-            max_running: learned.knee.map_or(unlearned.max_running, |k| {
-                let k = if learned.confirmed {
-                    k
-                } else {
-                    (k as f64 * room).ceil() as u64
-                };
-                g.max_running.clamp(k)
-            }),
+            max_running: learned
+                .knee
+                .map_or(unlearned.max_running, |k| g.max_running.clamp(k)),
             max_avg_latency: base.map_or(unlearned.max_avg_latency, |b| {
                 let learned = Duration::from_nanos((b as f64 * SWITCH_LATENCY) as u64);
                 duration_to_nanos(g.max_avg_latency.clamp(learned))
@@ -348,7 +275,14 @@ impl<C: Clock> Inner<C> {
         // overload of its own.
         // Measured figures count here even before they settle: they only ever lower the floor.
         // Only where the gate learns its rate: a fixed `max_qps` keeps the configured trickle.
-        let floor_rate = match m.learned.capacity {
+        // Before a knee shows, the capacity is at most what the ceiling lets through at the base
+        // latency: a floor above that would be an overload of its own.
+        let bound = m.learned.capacity.or_else(|| {
+            let base = m.learned.base_latency?.as_secs_f64();
+            let ceiling = m.learned.ceiling? as f64;
+            (base > 0.0).then(|| ceiling / base)
+        });
+        let floor_rate = match bound {
             Some(c) if g.max_qps.is_auto() => g.non_urgent_qps.min(FLOOR_SHARE * c),
             _ => g.non_urgent_qps,
         };
@@ -358,11 +292,9 @@ impl<C: Clock> Inner<C> {
         }
         // The working level: requests enter below it without being classified, and non-urgent
         // requests never above it.
-        let working = learned
-            .ceiling
-            .map_or(g.max_in_flight.clamp(UNLEARNED_MAX_IN_FLIGHT), |c| {
-                g.max_in_flight.clamp(c)
-            })
+        let working = g
+            .max_in_flight
+            .clamp(learned.ceiling.unwrap_or(crate::capacity::START as u64))
             .max(1);
         // Urgent headroom above it. Non-urgent requests are held at the working level, so urgent
         // requests in flight are part of it; above it they need room only for their own bursts:
@@ -386,8 +318,7 @@ impl<C: Clock> Inner<C> {
         // Urgent demand's count in flight, and the share of the working level it leaves.
         let need = m.urgent_need.min(working as f64);
         let left = 1.0 - need / working as f64;
-        let urgent_full =
-            g.max_in_flight.is_auto() && m.urgent_fill >= working as f64 && !learned.probing;
+        let urgent_full = g.max_in_flight.is_auto() && m.urgent_fill >= working as f64;
         let (headroom, floor_credit) = if g.max_in_flight.is_auto() {
             let spread = 3.0 * need.sqrt() * left;
             let credit = (floor_room * left).ceil();
@@ -415,39 +346,6 @@ impl<C: Clock> Inner<C> {
         let reserve = match g.max_in_flight {
             Limit::Fixed(_) => urgent_reserve(ceiling, m.urgent_known.then_some(m.urgent_recent)),
             Limit::Auto { .. } => working.saturating_add(headroom).saturating_sub(ceiling),
-        };
-        // A learned ceiling that fell below the requests in flight (the capacity was confirmed, a
-        // probe began) leaves an excess of earlier admissions to drain. Refusing urgent requests
-        // meanwhile would put them behind non-urgent work already admitted: they may take the
-        // slots the excess frees, at a level that follows it down tick by tick and never rises
-        // again. Non-urgent requests stay at the working level, so the excess drains as fast as
-        // the service completes more than urgent demand and the non-urgent floor bring. (Halved
-        // towards the ceiling each tick instead, the level fell faster than a slow service
-        // drained: 100 workers at 500 ms, 1.5 times their capacity, refused urgent requests for
-        // half a second, and answered fewer of them than no protection at all.) None is kept once
-        // urgent demand alone fills the working level: urgent requests are then an overload of
-        // their own, limited at the ceiling anyway, and an excess kept for them is a queue every
-        // request waits in.
-        let in_flight = self.turnstile.current();
-        // Whether urgent demand alone fills the working level: at the service's own latency, not
-        // at the latency of now, which holds the very excess being drained (judged at it, urgent
-        // demand at half the capacity "filled" a lowered ceiling, and every urgent request was
-        // refused while the excess drained: 100 workers at 500 ms, 1.5x, three ticks).
-        let fills = m.urgent_fill >= working as f64;
-        let ceiling = if g.max_in_flight.is_auto() && in_flight > ceiling {
-            let level = if fills {
-                ceiling
-            } else if m.urgent_drain > ceiling {
-                m.urgent_drain.min(in_flight)
-            } else {
-                in_flight
-            };
-            let level = g.max_in_flight.clamp(level).max(ceiling);
-            m.urgent_drain = level;
-            level
-        } else {
-            m.urgent_drain = 0;
-            ceiling
         };
         hot.max_in_flight.store(ceiling, Ordering::Relaxed);
         m.ceiling_bounded = learned.ceiling.is_some_and(|c| working < c);
@@ -487,7 +385,6 @@ impl<C: Clock> Inner<C> {
     pub(super) fn update_max_wait(&self, m: &Monitor, settings: &Settings) {
         let hot = &self.hot;
         let learning = hot.learning.load(Ordering::Relaxed);
-        let learned = m.learned;
         let timeout = hot.request_timeout.load(Ordering::Relaxed);
         let expected = if learning {
             m.figures.trimmed_mean.unwrap_or(0)
@@ -498,7 +395,7 @@ impl<C: Clock> Inner<C> {
         let adaptive = settings.config.gate.waiting == Waiting::Adaptive;
         hot.expected_latency.store(expected, Ordering::Relaxed);
         hot.store_hints(m.figures.trimmed_mean, settings);
-        let saturated = adaptive && (self.switch.load().on || learned.probing);
+        let saturated = adaptive && self.switch.load().on;
         if saturated && expected > 0 {
             max_wait = max_wait.min((expected as f64 * STANDING_WAIT_SHARE) as u64);
         }

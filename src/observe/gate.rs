@@ -138,7 +138,7 @@ impl GateMetrics {
                 published: 0,
             })
             .collect();
-        let levels: [(&'static str, Figure); 17] = [
+        let levels: [(&'static str, Figure); 16] = [
             (IN_FLIGHT, |s| s.in_flight as f64),
             (WAITERS, |s| s.waiters as f64),
             (SWITCH_ON, |s| flag(s.switch.on)),
@@ -155,7 +155,6 @@ impl GateMetrics {
                 known(s.learned.ceiling.map(|c| c as f64))
             }),
             (LEARNED_CONFIRMED, |s| flag(s.learned.confirmed)),
-            (LEARNED_PROBING, |s| flag(s.learned.probing)),
             (LIMIT_MAX_IN_FLIGHT, |s| s.limits.max_in_flight as f64),
             (LIMIT_MAX_RUNNING, |s| s.limits.max_running as f64),
             (LIMIT_MAX_QPS, |s| s.limits.max_qps),
@@ -264,11 +263,7 @@ fn describe() {
     );
     describe_gauge!(
         LEARNED_CONFIRMED,
-        "1 once the capacity was measured with the service saturated, 0 while it is a lower bound."
-    );
-    describe_gauge!(
-        LEARNED_PROBING,
-        "1 while the ceiling is lowered to re-measure the base latency."
+        "1 once a knee shows (the service was seen queueing), 0 while the learned ceiling grows."
     );
     describe_gauge!(
         LIMIT_MAX_IN_FLIGHT,

@@ -63,7 +63,7 @@
 //! | `sluicegate_learned_capacity_requests_per_second` | gauge | | learned capacity (NaN until measured) |
 //! | `sluicegate_learned_base_latency_seconds` | gauge | | learned latency without queue (NaN until measured) |
 //! | `sluicegate_learned_knee`, `sluicegate_learned_ceiling` | gauge | | learned in-flight levels (NaN until measured) |
-//! | `sluicegate_learned_confirmed`, `sluicegate_learned_probing` | gauge | | 0/1: capacity seen saturated; ceiling lowered to re-measure |
+//! | `sluicegate_learned_confirmed` | gauge | | 0/1: a knee shows (the service was seen queueing) |
 //! | `sluicegate_limit_max_in_flight`, `_max_running`, `_max_qps`, `_shared_in_flight` | gauge | | the limits in force ([`crate::snapshot::Limits`]) |
 //! | `sluicegate_limit_max_avg_latency_seconds`, `sluicegate_limit_max_wait_seconds` | gauge | | the latency threshold and the longest wait in force |
 //! | `sluicegate_wait_seconds` | histogram | | wait of each request that waited for its token |

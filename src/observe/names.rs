@@ -68,13 +68,9 @@ pub const LEARNED_KNEE: &str = "sluicegate_learned_knee";
 /// ([`crate::capacity::Learned::ceiling`]).
 pub const LEARNED_CEILING: &str = "sluicegate_learned_ceiling";
 
-/// Gauge: 1 once the capacity was measured with the service saturated, 0 while it is a lower bound
-/// ([`crate::capacity::Learned::confirmed`]).
+/// Gauge: 1 once a knee shows (the service was seen queueing), 0 while the learned ceiling is
+/// still growing ([`crate::capacity::Learned::confirmed`]).
 pub const LEARNED_CONFIRMED: &str = "sluicegate_learned_confirmed";
-
-/// Gauge: 1 while the ceiling is lowered on purpose to re-measure the base latency
-/// ([`crate::capacity::Learned::probing`]).
-pub const LEARNED_PROBING: &str = "sluicegate_learned_probing";
 
 /// Gauge: the hard in-flight ceiling in force, fixed or learned
 /// ([`crate::snapshot::Limits::max_in_flight`]).

@@ -1,0 +1,103 @@
+//! Runs one scenario with the gate on its shipped defaults and prints, every 100 ms of simulated
+//! time, what the gate has learned and the limits in force: how a learned figure came to be.
+//!
+//! ```sh
+//! cargo run --release --features sim --example sim_trace -- scenario.toml [seed] [from_s] [to_s]
+//! ```
+
+use std::process::ExitCode;
+
+use sluicegate::clock::{Clock, ManualClock, Nanos};
+use sluicegate::sim::{
+    run_strategy, simulated_gate, AttemptId, BackendView, Offer, Scenario, SharedMemory,
+    Sluicegate, Strategy,
+};
+use sluicegate::{Config, Gate};
+
+struct Traced<'g> {
+    inner: Sluicegate<'g>,
+    gate: &'g Gate<ManualClock>,
+    clock: ManualClock,
+    window: (f64, f64),
+}
+
+impl Strategy for Traced<'_> {
+    fn offer(&mut self, id: AttemptId, urgent: bool, now: Nanos, b: &BackendView) -> Offer {
+        self.inner.offer(id, urgent, now, b)
+    }
+    fn ready(&mut self, id: AttemptId, now: Nanos, b: &BackendView) -> Offer {
+        self.inner.ready(id, now, b)
+    }
+    fn abandon(&mut self, id: AttemptId, now: Nanos) {
+        self.inner.abandon(id, now)
+    }
+    fn complete(&mut self, id: AttemptId, now: Nanos, ok: bool) {
+        self.inner.complete(id, now, ok)
+    }
+    fn timer(&mut self, now: Nanos, b: &BackendView) -> Option<Nanos> {
+        self.inner.timer(now, b)
+    }
+    fn switch_on(&mut self, now: Nanos) -> bool {
+        let on = self.inner.switch_on(now);
+        let t = self.clock.now() as f64 / 1e9;
+        if t >= self.window.0 && t <= self.window.1 {
+            let s = self.gate.snapshot();
+            let l = s.learned;
+            println!(
+                "{t:7.2}s in {:>5} ceil {:>5?} knee {:>5?} s0 {:>10.3?} cap {:>8.1?} conf {} | max_in {:>5} shared {:>5} switch {} refused {}",
+                s.in_flight,
+                l.ceiling,
+                l.knee,
+                l.base_latency,
+                l.capacity,
+                l.confirmed as u8,
+                s.limits.max_in_flight,
+                s.limits.shared_in_flight,
+                on as u8,
+                s.counters.refused_in_flight,
+            );
+        }
+        on
+    }
+    fn switch_flips(&mut self) -> u64 {
+        self.inner.switch_flips()
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(path) = args.first() else {
+        eprintln!("usage: sim_trace scenario.toml [seed] [from_s] [to_s]");
+        return ExitCode::from(2);
+    };
+    let scenario = match std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| Scenario::from_toml_str(&t).map_err(|e| e.to_string()))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{path}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let num = |i: usize, d: f64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
+    let seed = num(1, 1.0) as u64;
+    let clock = ManualClock::new();
+    let memory = SharedMemory::new(scenario.backend.memory_base, scenario.backend.memory_limit);
+    let gate = match simulated_gate(Config::default(), &clock, &memory) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut s = Traced {
+        inner: Sluicegate::new(&gate, clock.clone(), memory),
+        gate: &gate,
+        clock,
+        window: (num(2, 0.0), num(3, f64::INFINITY)),
+    };
+    let r = run_strategy(&scenario, seed, "sluicegate-auto", &mut s, &mut |_| {});
+    println!("goodput ratio {:.3}", r.goodput_ratio);
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,231 @@
+//! Capacity: how many requests in flight the service can take before they only queue.
+//!
+//! The gate needs one number it cannot be told: the in-flight ceiling at which the service is
+//! busy but not queueing. It learns it from what any in-process gate sees, its own admissions
+//! and their latencies, as TCP learns a pipe:
+//!
+//! * **Measured**: for each timed request, the requests in flight when it was admitted (its
+//!   level, counted by the gate itself) and its latency (`cohort`: judged only once its
+//!   admission cohort is back, so that a forming queue is seen whole).
+//! * **Inferred**: latency = s0 · max(1, level ÷ k), fitted over level bands (`bands`,
+//!   `knee`): k is the service's parallelism W, s0 the latency without a queue.
+//! * **Decided**: once a knee shows, the ceiling is 1.1 k plus the √k ÷ 2 that keeps W workers busy
+//!   between random arrivals (`ceiling_for`). Before, a slow start: from `START` requests,
+//!   `GROWTH` more for each request that came back at base latency while the ceiling turned
+//!   requests away, never past twice the highest level seen answered at base latency. A cold gate
+//!   protects from its first request; a knee that stops showing while the ceiling binds resumes
+//!   the slow start.
+//!
+//! It cannot run away: the ceiling grows only on answers at base latency, and only to twice a
+//! level that was seen answered at base latency. A service that gets slower shows its knee
+//! lower within `bands::KEEP` samples of a band; one that gets faster stops showing it, and the
+//! slow start finds the new one. `docs/design/capacity.md` has the reasoning and the experiments.
+
+use std::time::Duration;
+
+use crate::clock::Nanos;
+
+pub(crate) mod bands;
+pub(crate) mod cohort;
+pub(crate) mod knee;
+
+use bands::{Bands, Point};
+use cohort::Cohorts;
+pub(crate) use cohort::Ledger;
+
+/// The ceiling a cold gate starts from: two requests, enough to tell a service that answers two
+/// at once from one that does not, few enough that no flood gets in first.
+pub(crate) const START: f64 = 2.0;
+/// Requests the slow start adds per answer at base latency while the ceiling binds: with the
+/// answer's own slot, the ceiling can about double per round trip on a service with room.
+pub(crate) const GROWTH: f64 = 3.0;
+/// The slow start never goes past this multiple of the highest level seen answered at base
+/// latency: about a doubling per round trip (four times grew faster but overshot small services,
+/// and met the family's goodput bar on fewer draws).
+pub(crate) const VERIFIED_GROWTH: f64 = 2.0;
+/// The ceiling sits this far above the knee: 10 % for a knee measured a band too low.
+pub(crate) const KNEE_MARGIN: f64 = 1.1;
+/// A tick that sees refusals counts as binding for this many latency scales (or ticks) after
+/// them: room shows on answers that come back one round trip after the refusal.
+pub(crate) const BINDING_LATENCIES: f64 = 2.0;
+/// Weight of a new latency in the latency scale: 1/64, smooth over a few round trips.
+pub(crate) const SCALE_WEIGHT: f64 = 1.0 / 64.0;
+/// Samples a band needs before the fit leaves out the bands with fewer: eight, enough for a mean.
+pub(crate) const BAND_SAMPLES: f64 = 8.0;
+
+/// The ceiling for a knee at `k`: [`KNEE_MARGIN`] above it plus the √k ÷ 2 that keeps k workers
+/// busy between Poisson arrivals, and at least one above it.
+pub(crate) fn ceiling_for(k: f64) -> f64 {
+    let k1 = KNEE_MARGIN * k;
+    (k1 + (0.5 * k1.sqrt() + 0.5).floor()).max(k + 1.0)
+}
+
+/// The learned figures, as [`crate::Snapshot::learned`] shows them.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Learned {
+    /// Completions per second the service sustains (the knee ÷ the base latency), once a knee
+    /// shows.
+    pub capacity: Option<f64>,
+    /// Latency of a request that does not queue, once measured.
+    #[serde(serialize_with = "crate::snapshot::optional_seconds")]
+    pub base_latency: Option<Duration>,
+    /// The in-flight level at which latency starts to climb (the service's parallelism), once it
+    /// shows.
+    pub knee: Option<u64>,
+    /// The learned in-flight ceiling: above the knee once it shows, the slow start's before.
+    pub ceiling: Option<u64>,
+    /// Whether a knee shows (the service was seen queueing); otherwise the ceiling is still
+    /// growing from its start.
+    pub confirmed: bool,
+}
+
+impl Default for Learned {
+    /// Nothing learned.
+    fn default() -> Self {
+        Learned {
+            capacity: None,
+            base_latency: None,
+            knee: None,
+            ceiling: None,
+            confirmed: false,
+        }
+    }
+}
+
+/// A timed request, as the tick reads it from the ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sample {
+    /// When it was admitted (the clock's reading modulo 2^48).
+    pub(crate) admitted: Nanos,
+    /// Requests in flight when it was admitted, itself included.
+    pub(crate) level: u32,
+    /// Its latency.
+    pub(crate) latency: Nanos,
+}
+
+/// The estimator's state; one tick at a time.
+#[derive(Debug)]
+pub(crate) struct Estimator {
+    cohorts: Cohorts,
+    bands: Bands,
+    points: Vec<Point>,
+    limit: f64,
+    knee: Option<f64>,
+    s0: Option<f64>,
+    /// A smooth latency of every request (nanoseconds), the horizon's scale; 0 before any.
+    scale: f64,
+    /// The highest level a band came back from at base latency.
+    verified: f64,
+    last_refusal: Option<Nanos>,
+}
+
+impl Default for Estimator {
+    fn default() -> Self {
+        Estimator {
+            cohorts: Cohorts::default(),
+            bands: Bands::default(),
+            points: Vec::new(),
+            limit: START,
+            knee: None,
+            s0: None,
+            scale: 0.0,
+            verified: 0.0,
+            last_refusal: None,
+        }
+    }
+}
+
+impl Estimator {
+    /// First step of a tick at `now` (the clock's reading modulo 2^48): reads the ledger, before
+    /// the tick's samples are taken.
+    pub(crate) fn read_ledger(&mut self, ledger: &Ledger, now: Nanos) {
+        self.cohorts.read_ledger(ledger, now);
+    }
+
+    /// Second step: the samples recorded since the last tick (one in `every` timed requests),
+    /// and whether the ceiling refused requests since then.
+    pub(crate) fn observe(
+        &mut self,
+        now: Nanos,
+        tick: Nanos,
+        samples: &[Sample],
+        every: u64,
+        refused: bool,
+    ) -> Learned {
+        let mut base = 0u64;
+        for s in samples {
+            let lat = s.latency as f64;
+            self.scale = if self.scale == 0.0 {
+                lat
+            } else {
+                self.scale + (lat - self.scale) * SCALE_WEIGHT
+            };
+            self.cohorts.add(s.admitted, s.level, s.latency);
+            if self.s0.is_none_or(|s0| lat <= knee::RISE * s0) {
+                base += 1;
+            }
+        }
+        let horizon = (self.scale > 0.0).then_some((cohort::HORIZON * self.scale) as Nanos);
+        self.cohorts.judge(now, horizon, &mut self.bands);
+        if refused {
+            self.last_refusal = Some(now);
+        }
+        let window = BINDING_LATENCIES * self.scale.max(tick as f64);
+        let binding = self
+            .last_refusal
+            .is_some_and(|at| (now.saturating_sub(at) as f64) <= window);
+        self.fit(binding);
+        if self.knee.is_none() && binding {
+            let cap = VERIFIED_GROWTH * self.verified.max(START);
+            let grown = self.limit + GROWTH * (base.saturating_mul(every.max(1))) as f64;
+            self.limit = grown.min(cap);
+        }
+        self.learned()
+    }
+
+    fn fit(&mut self, binding: bool) {
+        let least = if self.bands.any_with(BAND_SAMPLES) {
+            BAND_SAMPLES
+        } else {
+            1.0
+        };
+        self.bands.points(least, &mut self.points);
+        let Some(f) = knee::fit(&self.points) else {
+            return;
+        };
+        self.s0 = Some(f.s0);
+        if f.knee {
+            self.knee = Some(f.k);
+            self.limit = ceiling_for(f.k);
+        } else if binding {
+            self.knee = None;
+        }
+        for p in &self.points {
+            if p.n >= 2.0 && p.lat <= knee::RISE * f.s0 {
+                self.verified = self.verified.max(p.level);
+            }
+        }
+    }
+
+    /// A smooth latency of every request, nanoseconds.
+    pub(crate) fn latency(&self) -> Option<f64> {
+        (self.scale > 0.0).then_some(self.scale)
+    }
+
+    /// The base latency, nanoseconds.
+    pub(crate) fn base_latency(&self) -> Option<f64> {
+        self.s0
+    }
+
+    /// The learned figures now.
+    pub(crate) fn learned(&self) -> Learned {
+        let base = self.s0.map(|s| Duration::from_nanos(s as u64));
+        Learned {
+            capacity: self.knee.zip(self.s0).map(|(k, s0)| k / s0 * 1e9),
+            base_latency: base,
+            knee: self.knee.map(|k| k.round() as u64),
+            ceiling: Some(self.limit.floor().max(1.0) as u64),
+            confirmed: self.knee.is_some(),
+        }
+    }
+}
