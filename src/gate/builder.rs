@@ -91,8 +91,7 @@ impl<C: Clock> GateBuilder<C> {
     pub fn build(self) -> Result<Gate<C>, ConfigError> {
         self.config.validate()?;
         self.config.log_warnings();
-        let policies =
-            crate::policy::Policies::from_policies(&self.config.policies, self.clock.clone())?;
+        let policies = crate::policy::Policies::with_clock(&self.config, self.clock.clone())?;
         let now = self.clock.now();
         let settings = Settings::new(self.config, None, self.lookup.is_some());
         let memory = Arc::new(MemoryGauge::new());

@@ -13,9 +13,13 @@ use crate::request::Request;
 
 use super::config::RateSpec;
 use super::permit::{OnDrop, PolicyPermit};
-use super::route::Route;
+use super::route::{RateStage, Route};
 use super::stats::StageKind;
 use super::Policies;
+
+/// The key a route's rate kept in Redis counts under when it is not per key.
+#[cfg(feature = "redis")]
+const ROUTE_KEY: &str = "*";
 
 /// A refusal and the stage that gave it.
 #[derive(Debug, Clone)]
@@ -160,12 +164,29 @@ impl<C: Clock> Policies<C> {
         let mut p = self.start(request)?;
         let route = Arc::clone(&p.route);
         let cancel = request.cancel();
-        if let Some(rate) = &route.rate {
-            let wait = rate.acquire_before(1, p.deadline);
-            match within_nanos(&route.clock, NO_DEADLINE, cancel, wait).await {
-                Ok(Ok(())) => {}
-                Ok(Err(r)) => return Err(p.refuse(StageKind::Rate, r)),
-                Err(_) => return Err(p.cancelled(StageKind::Rate)),
+        match &route.rate {
+            None => {}
+            Some(RateStage::Local(rate)) => {
+                let wait = rate.acquire_before(1, p.deadline);
+                match within_nanos(&route.clock, NO_DEADLINE, cancel, wait).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(r)) => return Err(p.refuse(StageKind::Rate, r)),
+                    Err(_) => return Err(p.cancelled(StageKind::Rate)),
+                }
+            }
+            #[cfg(feature = "redis")]
+            Some(RateStage::Redis(stage)) => {
+                // Bounded by the store's deadline, and by the request's own.
+                let ask = stage.limiter.try_acquire(ROUTE_KEY, 1);
+                match within_nanos(&route.clock, p.deadline, cancel, ask).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(r)) => return Err(p.refuse(StageKind::Rate, r)),
+                    Err(Ended::Deadline) => {
+                        let late = Rejection::new(RejectReason::DeadlineExceeded);
+                        return Err(p.refuse(StageKind::Rate, late));
+                    }
+                    Err(Ended::Cancelled) => return Err(p.cancelled(StageKind::Rate)),
+                }
             }
         }
         if let Some(limiter) = &route.concurrency {
@@ -200,7 +221,12 @@ impl<C: Clock> Policies<C> {
         let mut p = self.start(request)?;
         let route = Arc::clone(&p.route);
         if let Some(rate) = &route.rate {
-            if let Err(r) = rate.acquire_blocking_before(1, p.deadline) {
+            let taken = match rate {
+                RateStage::Local(rate) => rate.acquire_blocking_before(1, p.deadline),
+                #[cfg(feature = "redis")]
+                RateStage::Redis(stage) => stage.limiter.try_acquire_local(ROUTE_KEY, 1),
+            };
+            if let Err(r) = taken {
                 return Err(p.refuse(StageKind::Rate, r));
             }
         }
@@ -238,7 +264,12 @@ impl<C: Clock> Policies<C> {
         let mut p = self.start(request)?;
         let route = Arc::clone(&p.route);
         if let Some(rate) = &route.rate {
-            if let Err(r) = rate.try_acquire(1) {
+            let taken = match rate {
+                RateStage::Local(rate) => rate.try_acquire(1),
+                #[cfg(feature = "redis")]
+                RateStage::Redis(stage) => stage.limiter.try_acquire_local(ROUTE_KEY, 1),
+            };
+            if let Err(r) = taken {
                 return Err(p.refuse(StageKind::Rate, r));
             }
         }

@@ -14,7 +14,7 @@ use serde::de::{self, MapAccess, Unexpected, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::breaker::BreakerConfig;
-use crate::config::Violation;
+use crate::config::{RedisConfig, Violation};
 use crate::limit::{
     ConcurrencyConfig, GcraConfig, LimitConfigError, QuotaConfig, TokenBucketConfig, WaitConfig,
     WindowLimitConfig,
@@ -102,6 +102,36 @@ pub struct RoutePolicyConfig {
     /// waiters, first come first served).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrency_wait: Option<WaitConfig>,
+    /// Where the rate limit keeps its state: `"local"` (this process, the default) or `"redis"`
+    /// (shared by every replica through the `[redis]` store, feature `redis`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<RateStore>,
+}
+
+/// Where a policy's rate limit keeps its state.
+///
+/// `redis` makes the rate cluster-wide: every replica built from the same configuration decides
+/// on one state per route (and key) in Redis, through the `[redis]` store
+/// ([`crate::config::RedisConfig`]), with its fallback while Redis is away. It keeps `gcra`,
+/// `token_bucket` and `sliding_window` rates, and needs the feature `redis`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateStore {
+    /// In this process: each replica enforces the whole rate.
+    #[default]
+    Local,
+    /// In Redis: the replicas share the rate (feature `redis`).
+    Redis,
+}
+
+impl RateStore {
+    /// `"local"` or `"redis"`, as written in a policy.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RateStore::Local => "local",
+            RateStore::Redis => "redis",
+        }
+    }
 }
 
 /// A stage a policy table sets: on with its figures, or off (so that an override can drop what it
@@ -193,6 +223,8 @@ pub struct RateSpec {
     pub burst: Option<u64>,
     /// How requests wait for tokens; `None`: they do not.
     pub wait: Option<WaitConfig>,
+    /// Where the rate's state is kept.
+    pub store: RateStore,
 }
 
 /// A rate limiter's own config, built from a [`RateSpec`].
@@ -261,8 +293,9 @@ impl PoliciesConfig {
         self.routes.get(name).map(|own| resolve(own, default))
     }
 
-    /// Every broken rule, keyed `policies.<name>.<key>`, all at once.
-    pub(crate) fn violations(&self) -> Vec<Violation> {
+    /// Every broken rule, keyed `policies.<name>.<key>` (or `redis.<key>` for a figure of the
+    /// `[redis]` table that a policy's limit breaks), all at once.
+    pub(crate) fn violations(&self, redis: Option<&RedisConfig>) -> Vec<Violation> {
         let fallback = RoutePolicyConfig::default();
         let default = self.routes.get(DEFAULT_POLICY).unwrap_or(&fallback);
         let mut report = Vec::new();
@@ -292,7 +325,9 @@ impl PoliciesConfig {
                 ("algorithm", own.algorithm.is_some()),
                 ("burst", own.burst.is_some()),
                 ("rate_wait", own.rate_wait.is_some()),
+                ("store", own.store.is_some()),
             ];
+            super::store::check_feature(&mut report, &at, own);
             if let Some(first) = rate_keys.iter().find(|(_, set)| *set) {
                 if resolved.rate.is_none() && !is_default && first.0 != "rate" {
                     push(
@@ -307,6 +342,7 @@ impl PoliciesConfig {
             if sets(rate_keys.iter().any(|(_, set)| *set)) {
                 if let Some(rate) = &resolved.rate {
                     check_rate(&mut report, &at, rate, own, is_default);
+                    super::store::check_store(&mut report, &at, name, rate, own, redis);
                 }
             }
             if sets(own.max_concurrent.is_some() || own.concurrency_wait.is_some()) {
@@ -347,6 +383,7 @@ fn resolve(own: &RoutePolicyConfig, default: &RoutePolicyConfig) -> EffectivePol
         algorithm: pick(&own.algorithm, &default.algorithm).unwrap_or_default(),
         burst: pick(&own.burst, &default.burst),
         wait: pick(&own.rate_wait, &default.rate_wait),
+        store: pick(&own.store, &default.store).unwrap_or_default(),
     });
     let concurrency =
         on(pick(&own.max_concurrent, &default.max_concurrent)).map(|n| ConcurrencyConfig {
@@ -362,7 +399,13 @@ fn resolve(own: &RoutePolicyConfig, default: &RoutePolicyConfig) -> EffectivePol
     }
 }
 
-fn push(report: &mut Vec<Violation>, at: &str, key: &str, value: impl ToString, rule: &str) {
+pub(super) fn push(
+    report: &mut Vec<Violation>,
+    at: &str,
+    key: &str,
+    value: impl ToString,
+    rule: &str,
+) {
     report.push(Violation {
         key: format!("{at}.{key}"),
         value: value.to_string(),

@@ -12,8 +12,9 @@ use crate::limit::{
 };
 use crate::rejection::Rejection;
 
-use super::config::{EffectivePolicy, LimiterConfig, RateAlgorithm};
+use super::config::{EffectivePolicy, LimiterConfig, RateAlgorithm, RateSpec, RateStore};
 use super::stats::{Counts, RouteStats};
+use super::store::StoreEnv;
 
 /// A policy's rate limiter: one of the algorithms, behind one type.
 #[derive(Debug)]
@@ -59,6 +60,27 @@ impl<C: Clock> Limiter for RateLimiter<C> {
     }
 }
 
+/// A route's rate stage: a limiter in this process, or a limit kept in Redis.
+#[derive(Debug)]
+pub(crate) enum RateStage<C: Clock> {
+    /// One limiter for the whole route, in this process.
+    Local(Waiting<RateLimiter<C>>),
+    /// One limit for the route, shared by every replica through Redis.
+    #[cfg(feature = "redis")]
+    Redis(super::store::RedisStage),
+}
+
+impl<C: Clock> RateStage<C> {
+    /// Requests waiting for a token now.
+    pub(crate) fn waiters(&self) -> usize {
+        match self {
+            RateStage::Local(rate) => rate.waiters(),
+            #[cfg(feature = "redis")]
+            RateStage::Redis(_) => 0,
+        }
+    }
+}
+
 /// A route's policy with its stages built.
 #[derive(Debug)]
 pub(crate) struct Route<C: Clock> {
@@ -66,7 +88,7 @@ pub(crate) struct Route<C: Clock> {
     pub(crate) policy: EffectivePolicy,
     pub(crate) clock: C,
     pub(crate) breaker: Option<Breaker<C>>,
-    pub(crate) rate: Option<Waiting<RateLimiter<C>>>,
+    pub(crate) rate: Option<RateStage<C>>,
     pub(crate) concurrency: Option<ConcurrencyLimiter<C>>,
     /// The deadline from arrival, in nanoseconds.
     pub(crate) timeout: Option<Nanos>,
@@ -89,6 +111,7 @@ impl<C: Clock> Route<C> {
         name: &str,
         policy: EffectivePolicy,
         clock: C,
+        env: &StoreEnv,
     ) -> Result<Self, ConfigError> {
         let at = format!("policies.{}", super::config::toml_key(name));
         let fail = |key: &str, error: &dyn std::fmt::Display| {
@@ -107,6 +130,9 @@ impl<C: Clock> Route<C> {
             None => None,
         };
         let rate = match &policy.rate {
+            Some(spec) if spec.store == RateStore::Redis => {
+                Some(Self::redis_rate(name, spec, env).map_err(|rule| fail("store", &rule))?)
+            }
             Some(spec) => {
                 let c = clock.clone();
                 let limiter = match spec.limiter() {
@@ -128,7 +154,7 @@ impl<C: Clock> Route<C> {
                 .map_err(|e| fail("rate", &e))?;
                 let waiting = Waiting::new(limiter, spec.wait.unwrap_or(NO_WAIT))
                     .map_err(|e| fail("rate_wait", &e))?;
-                Some(waiting)
+                Some(RateStage::Local(waiting))
             }
             None => None,
         };
@@ -150,6 +176,24 @@ impl<C: Clock> Route<C> {
             concurrency,
             counts: Counts::default(),
         })
+    }
+
+    /// The route's rate kept in Redis, on the set's store.
+    #[cfg(feature = "redis")]
+    fn redis_rate(name: &str, spec: &RateSpec, env: &StoreEnv) -> Result<RateStage<C>, String> {
+        let store = env
+            .store
+            .as_ref()
+            .ok_or("no Redis store was made for this route")?;
+        super::store::RedisStage::new(store, name, spec, env.config.as_ref())
+            .map(RateStage::Redis)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Without the feature the configuration's validation refuses `store = "redis"`.
+    #[cfg(not(feature = "redis"))]
+    fn redis_rate(_: &str, _: &RateSpec, _: &StoreEnv) -> Result<RateStage<C>, String> {
+        Err("needs the `redis` feature of sluicegate".to_owned())
     }
 
     /// A route with no stage, no timeout and the gate on.
