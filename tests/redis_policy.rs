@@ -134,6 +134,32 @@ async fn concurrent_nodes_with_leases_admit_at_most_the_limit_plus_nodes_times_l
 }
 
 #[tokio::test]
+async fn a_keyed_rate_in_redis_gives_each_key_one_limit_across_nodes() {
+    let (url, _server) = any_redis();
+    let mut config = config(&url, "3/1h", PATIENT);
+    let text = config.to_toml_string().replace(
+        "store = \"redis\"",
+        "store = \"redis\"\nkey = \"header:x-tenant\"\nalgorithm = \"sliding_window\"",
+    );
+    config = Config::from_toml_str(&text).expect("valid");
+    let nodes = [
+        Policies::with_clock(&config, ManualClock::new()).expect("valid"),
+        Policies::with_clock(&config, ManualClock::new()).expect("valid"),
+    ];
+    for tenant in ["acme", "globex"] {
+        let mut admitted = 0;
+        for i in 0..10 {
+            let request = api().with_key(tenant);
+            if let Ok(permit) = nodes[i % 2].acquire(&request).await {
+                admitted += 1;
+                permit.success();
+            }
+        }
+        assert_eq!(admitted, 3, "{tenant}");
+    }
+}
+
+#[tokio::test]
 async fn with_redis_absent_each_node_enforces_its_share_locally() {
     // A free port with no server behind it.
     let absent = RedisServer::reserve();

@@ -15,6 +15,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::breaker::BreakerConfig;
 use crate::config::{RedisConfig, Violation};
+use crate::keyed::{KeySource, KeyedLimit, WhenFull};
 use crate::limit::{
     ConcurrencyConfig, GcraConfig, LimitConfigError, QuotaConfig, TokenBucketConfig, WaitConfig,
     WindowLimitConfig,
@@ -106,6 +107,50 @@ pub struct RoutePolicyConfig {
     /// (shared by every replica through the `[redis]` store, feature `redis`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<RateStore>,
+    /// Makes the rate (and `max_concurrent_per_key`) per key: what a key is, as
+    /// [`KeySource`] writes it (`"header:x-tenant"`, `"query:api_key"`, `"ip"`, or a name the
+    /// application fills in with [`Request::with_key`](crate::Request::with_key)), or `"off"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<Stage<KeySource>>,
+    /// The most keys held at once (default 100 000; see [`crate::keyed`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_keys: Option<usize>,
+    /// A key whose rate is full again this long is dropped as new keys arrive (default 10 min).
+    #[serde(
+        default,
+        with = "optional_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub idle: Option<Duration>,
+    /// What a new key does when no key can be dropped without loss (default `"evict"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub when_full: Option<WhenFull>,
+    /// Keys with a rate of their own: `{ "gold" = { rate = "1000/s", burst = 200 } }`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<BTreeMap<String, KeyedLimit>>,
+    /// Calls of one key running at once, or `"off"` (needs `key`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_per_key: Option<Stage<u64>>,
+}
+
+/// `Option<Duration>` as a `humantime` string.
+mod optional_duration {
+    use std::time::Duration;
+
+    use serde::{Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(v: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(d) => crate::limit::units::duration::serialize(d, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        crate::limit::units::duration::deserialize(d).map(Some)
+    }
 }
 
 /// Where a policy's rate limit keeps its state.
@@ -194,6 +239,26 @@ pub struct EffectivePolicy {
     pub timeout: Option<Duration>,
     /// Whether the gate admits the request after the policy's stages.
     pub gate: bool,
+    /// The key that makes the rate and `max_concurrent_per_key` per key, if any.
+    pub key: Option<KeySpec>,
+}
+
+/// A policy's key: what it is, and how the keys are held.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct KeySpec {
+    /// What a key is.
+    pub source: KeySource,
+    /// The most keys held at once.
+    pub max_keys: usize,
+    /// A key whose rate is full again this long is dropped as new keys arrive.
+    pub idle: Duration,
+    /// What a new key does when no key can be dropped without loss.
+    pub when_full: WhenFull,
+    /// Keys with a rate of their own.
+    pub overrides: BTreeMap<String, KeyedLimit>,
+    /// Calls of one key running at once, if limited.
+    pub max_concurrent: Option<u64>,
 }
 
 impl EffectivePolicy {
@@ -205,6 +270,7 @@ impl EffectivePolicy {
             concurrency: None,
             timeout: None,
             gate: true,
+            key: None,
         }
     }
 }
@@ -361,6 +427,7 @@ impl PoliciesConfig {
             if let (true, Some(t)) = (sets(own.timeout.is_some()), resolved.timeout) {
                 check_duration(&mut report, &at, "timeout", t);
             }
+            super::keyed::check_key(&mut report, &at, &resolved, own, is_default);
         }
         report
     }
@@ -390,12 +457,24 @@ fn resolve(own: &RoutePolicyConfig, default: &RoutePolicyConfig) -> EffectivePol
             max_concurrent: n,
             wait: pick(&own.concurrency_wait, &default.concurrency_wait).unwrap_or_default(),
         });
+    let key = on(pick(&own.key, &default.key)).map(|source| KeySpec {
+        source,
+        max_keys: pick(&own.max_keys, &default.max_keys).unwrap_or(crate::keyed::MAX_KEYS),
+        idle: pick(&own.idle, &default.idle).unwrap_or(crate::keyed::IDLE),
+        when_full: pick(&own.when_full, &default.when_full).unwrap_or_default(),
+        overrides: pick(&own.overrides, &default.overrides).unwrap_or_default(),
+        max_concurrent: on(pick(
+            &own.max_concurrent_per_key,
+            &default.max_concurrent_per_key,
+        )),
+    });
     EffectivePolicy {
         breaker: on(pick(&own.breaker, &default.breaker)),
         rate,
         concurrency,
         timeout: on(pick(&own.timeout, &default.timeout)),
         gate: pick(&own.gate, &default.gate).unwrap_or(true),
+        key,
     }
 }
 
@@ -620,6 +699,15 @@ impl StageValue for WindowLimitConfig {
     }
 }
 
+impl StageValue for KeySource {
+    const EXPECTING: &'static str =
+        "a key such as \"header:x-tenant\", \"query:api_key\", \"ip\" or a name, or \"off\"";
+
+    fn from_str<E: de::Error>(v: &str) -> Result<Self, E> {
+        v.parse().map_err(E::custom)
+    }
+}
+
 impl StageValue for u64 {
     const EXPECTING: &'static str = "a whole number, or \"off\"";
 
@@ -712,5 +800,6 @@ macro_rules! stage_serde {
 stage_serde!(BreakerConfig, |s, b| b.serialize(s));
 stage_serde!(WindowLimitConfig, |s, w| s.collect_str(&rate_string(w)));
 stage_serde!(u64, |s, n| s.serialize_u64(*n));
+stage_serde!(KeySource, |s, k| s.collect_str(k));
 stage_serde!(Duration, |s, d| s
     .collect_str(&humantime::format_duration(*d)));

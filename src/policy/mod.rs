@@ -39,6 +39,12 @@
 //! by the request's deadline: its own ([`Request::with_deadline`](crate::Request::with_deadline))
 //! or `timeout` from its arrival, whichever is earlier. [`Policies::call`] bounds the call too.
 //!
+//! A policy with `key = "header:x-tenant"` (or `"query:api_key"`, `"ip"`, or a name) makes its
+//! rate per key, and may limit each key's calls in flight (`max_concurrent_per_key`): the key is
+//! the request's ([`Request::with_key`](crate::Request::with_key)), filled in from the request's
+//! head by the tower layer; keyless requests share one key. `max_keys`, `idle`, `when_full` and
+//! `overrides` are those of [`crate::keyed`].
+//!
 //! A rate with `store = "redis"` is kept in Redis and shared by every replica built from the
 //! same configuration (feature `redis`, the `[redis]` table: see
 //! [`RedisConfig`](crate::config::RedisConfig) and [`RateStore`]). The asynchronous forms ask
@@ -99,6 +105,7 @@ use crate::request::Request;
 mod call;
 mod chain;
 mod config;
+mod keyed;
 mod matcher;
 mod permit;
 mod route;
@@ -111,8 +118,8 @@ pub(crate) use self::call::{gate_call, gate_call_blocking};
 pub(crate) use self::chain::Refusal;
 pub(crate) use self::config::toml_key;
 pub use self::config::{
-    EffectivePolicy, PoliciesConfig, RateAlgorithm, RateSpec, RateStore, RoutePolicyConfig, Stage,
-    DEFAULT_POLICY,
+    EffectivePolicy, KeySpec, PoliciesConfig, RateAlgorithm, RateSpec, RateStore,
+    RoutePolicyConfig, Stage, DEFAULT_POLICY,
 };
 pub(crate) use self::permit::OnDrop;
 pub use self::permit::PolicyPermit;
@@ -133,6 +140,7 @@ struct Set<C: Clock> {
     routes: Vec<Arc<Route<C>>>,
     matcher: Matcher,
     active: bool,
+    keyed: bool,
 }
 
 impl<C: Clock> Set<C> {
@@ -184,6 +192,7 @@ impl<C: Clock> Set<C> {
             config: config.clone(),
             env,
             active: routes.iter().any(|r| r.is_active()),
+            keyed: routes.iter().any(|r| r.keyed),
             routes,
             matcher,
         })
@@ -195,6 +204,8 @@ struct Shared<C: Clock> {
     set: ArcSwap<Set<C>>,
     /// Whether any route does more than the gate alone (read on the gate's `call`).
     active: AtomicBool,
+    /// Whether any route has a `key`.
+    keyed: AtomicBool,
 }
 
 /// The per-route policies of a configuration, built: usable alone ([`Policies::call`],
@@ -256,6 +267,7 @@ impl<C: Clock> Policies<C> {
         Ok(Policies {
             shared: Arc::new(Shared {
                 active: AtomicBool::new(set.active),
+                keyed: AtomicBool::new(set.keyed),
                 set: ArcSwap::from_pointee(set),
                 clock,
             }),
@@ -271,12 +283,14 @@ impl<C: Clock> Policies<C> {
             Err(_) => Policies {
                 shared: Arc::new(Shared {
                     active: AtomicBool::new(false),
+                    keyed: AtomicBool::new(false),
                     set: ArcSwap::from_pointee(Set {
                         config: PoliciesConfig::default(),
                         env: StoreEnv::default(),
                         routes: vec![Arc::new(Route::bare(DEFAULT_POLICY, clock.clone()))],
                         matcher: Matcher::default(),
                         active: false,
+                        keyed: false,
                     }),
                     clock,
                 }),
@@ -326,6 +340,7 @@ impl<C: Clock> Policies<C> {
     pub(crate) fn install(&self, prepared: PreparedPolicies<C>) {
         let set = prepared.0;
         self.shared.active.store(set.active, Ordering::Relaxed);
+        self.shared.keyed.store(set.keyed, Ordering::Relaxed);
         self.shared.set.store(Arc::new(set));
     }
 
@@ -340,6 +355,12 @@ impl<C: Clock> Policies<C> {
                 .unwrap_or(0)
         };
         Arc::clone(&set.routes[index])
+    }
+
+    /// Whether any route has a `key` (only then does the tower layer look for one).
+    #[cfg(feature = "tower")]
+    pub(crate) fn has_keys(&self) -> bool {
+        self.shared.keyed.load(Ordering::Relaxed)
     }
 
     /// The name of the policy `request` gets: its most specific matching pattern, or `default`.

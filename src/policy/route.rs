@@ -11,10 +11,13 @@ use crate::limit::{
     WaitConfig, Waiting,
 };
 use crate::rejection::Rejection;
+use crate::request::Request;
 
 use super::config::{EffectivePolicy, LimiterConfig, RateAlgorithm, RateSpec, RateStore};
+use super::keyed::{key_concurrency, KeyedRate};
 use super::stats::{Counts, RouteStats};
 use super::store::StoreEnv;
+use crate::keyed::KeyedConcurrency;
 
 /// A policy's rate limiter: one of the algorithms, behind one type.
 #[derive(Debug)]
@@ -65,6 +68,8 @@ impl<C: Clock> Limiter for RateLimiter<C> {
 pub(crate) enum RateStage<C: Clock> {
     /// One limiter for the whole route, in this process.
     Local(Waiting<RateLimiter<C>>),
+    /// One limit per key, in this process.
+    Keyed(super::keyed::KeyedRate<C>),
     /// One limit for the route, shared by every replica through Redis.
     #[cfg(feature = "redis")]
     Redis(super::store::RedisStage),
@@ -75,8 +80,7 @@ impl<C: Clock> RateStage<C> {
     pub(crate) fn waiters(&self) -> usize {
         match self {
             RateStage::Local(rate) => rate.waiters(),
-            #[cfg(feature = "redis")]
-            RateStage::Redis(_) => 0,
+            _ => 0,
         }
     }
 }
@@ -90,11 +94,18 @@ pub(crate) struct Route<C: Clock> {
     pub(crate) breaker: Option<Breaker<C>>,
     pub(crate) rate: Option<RateStage<C>>,
     pub(crate) concurrency: Option<ConcurrencyLimiter<C>>,
+    /// Calls of one key running at once (`max_concurrent_per_key`).
+    pub(crate) key_concurrency: Option<KeyedConcurrency<String>>,
+    /// Whether the rate and the concurrency are per key (the policy has a `key`).
+    pub(crate) keyed: bool,
     /// The deadline from arrival, in nanoseconds.
     pub(crate) timeout: Option<Nanos>,
     pub(crate) gate: bool,
     pub(crate) counts: Counts,
 }
+
+/// The one key of a route's rate kept in Redis when it is not per key.
+const ROUTE_KEY: &str = "*";
 
 /// No waiting for the rate's tokens: the default when a policy sets no `rate_wait`.
 const NO_WAIT: WaitConfig = WaitConfig {
@@ -129,11 +140,14 @@ impl<C: Clock> Route<C> {
             ),
             None => None,
         };
-        let rate = match &policy.rate {
-            Some(spec) if spec.store == RateStore::Redis => {
+        let rate = match (&policy.rate, &policy.key) {
+            (Some(spec), _) if spec.store == RateStore::Redis => {
                 Some(Self::redis_rate(name, spec, env).map_err(|rule| fail("store", &rule))?)
             }
-            Some(spec) => {
+            (Some(_), Some(key)) => Some(RateStage::Keyed(
+                KeyedRate::build(&policy, key, clock.clone()).map_err(|e| fail("key", &e))?,
+            )),
+            (Some(spec), None) => {
                 let c = clock.clone();
                 let limiter = match spec.limiter() {
                     LimiterConfig::Gcra(g) => Gcra::new(g, c).map(RateLimiter::Gcra),
@@ -156,6 +170,10 @@ impl<C: Clock> Route<C> {
                     .map_err(|e| fail("rate_wait", &e))?;
                 Some(RateStage::Local(waiting))
             }
+            (None, _) => None,
+        };
+        let key_concurrency = match &policy.key {
+            Some(key) => key_concurrency(key, fail)?,
             None => None,
         };
         let concurrency = match &policy.concurrency {
@@ -167,6 +185,8 @@ impl<C: Clock> Route<C> {
         };
         Ok(Route {
             name: Arc::from(name),
+            keyed: policy.key.is_some(),
+            key_concurrency,
             timeout: policy.timeout.map(duration_to_nanos),
             gate: policy.gate,
             policy,
@@ -205,9 +225,21 @@ impl<C: Clock> Route<C> {
             breaker: None,
             rate: None,
             concurrency: None,
+            key_concurrency: None,
+            keyed: false,
             timeout: None,
             gate: true,
             counts: Counts::default(),
+        }
+    }
+
+    /// The key `request` counts under: its own for a route with a `key` (the empty key, shared
+    /// by every keyless request, if it has none), the route's one key otherwise.
+    pub(crate) fn key_of<'r>(&self, request: &Request<'r>) -> &'r str {
+        if self.keyed {
+            request.key().unwrap_or("")
+        } else {
+            ROUTE_KEY
         }
     }
 
@@ -217,6 +249,7 @@ impl<C: Clock> Route<C> {
         self.breaker.is_some()
             || self.rate.is_some()
             || self.concurrency.is_some()
+            || self.key_concurrency.is_some()
             || self.timeout.is_some()
             || !self.gate
     }
@@ -229,6 +262,11 @@ impl<C: Clock> Route<C> {
             waiting: (self.rate.as_ref().map_or(0, |r| r.waiters())
                 + self.concurrency.as_ref().map_or(0, |c| c.waiters())) as u64,
             breaker: self.breaker.as_ref().map(|b| b.state()),
+            keys: match (&self.rate, &self.key_concurrency) {
+                (Some(RateStage::Keyed(rate)), _) => Some(rate.keys()),
+                (_, Some(slots)) => Some(slots.len()),
+                _ => None,
+            },
             counts: self.counts.read(),
         }
     }
