@@ -47,7 +47,7 @@ impl<C: Clock> Partial<C> {
         self.done = true;
         self.give_back();
         let route = &self.route;
-        route.counts.refuse(stage, rejection.reason);
+        route.refused(stage, rejection.reason);
         tracing::debug!(
             target: "sluicegate::policy",
             route = &*route.name,
@@ -108,7 +108,7 @@ impl<C: Clock> Drop for Partial<C> {
             Ended::Deadline => RejectReason::DeadlineExceeded,
             Ended::Cancelled => RejectReason::Cancelled,
         };
-        self.route.counts.refuse(StageKind::Arrival, reason);
+        self.route.refused(StageKind::Arrival, reason);
     }
 }
 

@@ -151,6 +151,7 @@ impl<C: Clock> Set<C> {
         redis: Option<&RedisConfig>,
         clock: &C,
         old: Option<&Set<C>>,
+        label: Option<&str>,
     ) -> Result<Self, ConfigError> {
         let violations = config.violations(redis);
         if !violations.is_empty() {
@@ -178,7 +179,7 @@ impl<C: Clock> Set<C> {
             });
             routes.push(match kept {
                 Some(route) => Arc::clone(route),
-                None => Arc::new(Route::build(name, policy, clock.clone(), &env)?),
+                None => Arc::new(Route::build(name, policy, clock.clone(), &env, label)?),
             });
         }
         let matcher = Matcher::new(
@@ -206,6 +207,8 @@ struct Shared<C: Clock> {
     active: AtomicBool,
     /// Whether any route has a `key`.
     keyed: AtomicBool,
+    /// The gate's metrics label, for the routes' refusal counters.
+    label: Option<Arc<str>>,
 }
 
 /// The per-route policies of a configuration, built: usable alone ([`Policies::call`],
@@ -249,25 +252,36 @@ impl<C: Clock> Policies<C> {
     /// [`ManualClock`](crate::clock::ManualClock) in tests). Fails with the broken rules of
     /// `[policies]`, each naming the route and the key.
     pub fn with_clock(config: &Config, clock: C) -> Result<Self, ConfigError> {
-        Self::build(&config.policies, config.redis.as_ref(), clock)
+        Self::build(&config.policies, config.redis.as_ref(), clock, None)
+    }
+
+    /// The policies of a gate: their refusal counters carry the gate's metrics label.
+    pub(crate) fn for_gate(
+        config: &Config,
+        clock: C,
+        label: Option<&str>,
+    ) -> Result<Self, ConfigError> {
+        Self::build(&config.policies, config.redis.as_ref(), clock, label)
     }
 
     /// [`Policies::with_clock`] from the `[policies]` table alone (a route with `store =
     /// "redis"` then uses the Redis store's defaults: `redis://127.0.0.1:6379`, one node).
     pub fn from_policies(policies: &PoliciesConfig, clock: C) -> Result<Self, ConfigError> {
-        Self::build(policies, None, clock)
+        Self::build(policies, None, clock, None)
     }
 
     fn build(
         policies: &PoliciesConfig,
         redis: Option<&RedisConfig>,
         clock: C,
+        label: Option<&str>,
     ) -> Result<Self, ConfigError> {
-        let set = Set::build(policies, redis, &clock, None)?;
+        let set = Set::build(policies, redis, &clock, None, label)?;
         Ok(Policies {
             shared: Arc::new(Shared {
                 active: AtomicBool::new(set.active),
                 keyed: AtomicBool::new(set.keyed),
+                label: label.map(Arc::from),
                 set: ArcSwap::from_pointee(set),
                 clock,
             }),
@@ -284,6 +298,7 @@ impl<C: Clock> Policies<C> {
                 shared: Arc::new(Shared {
                     active: AtomicBool::new(false),
                     keyed: AtomicBool::new(false),
+                    label: None,
                     set: ArcSwap::from_pointee(Set {
                         config: PoliciesConfig::default(),
                         env: StoreEnv::default(),
@@ -332,6 +347,7 @@ impl<C: Clock> Policies<C> {
             config.redis.as_ref(),
             &self.shared.clock,
             Some(&old),
+            self.shared.label.as_deref(),
         )
         .map(PreparedPolicies)
     }

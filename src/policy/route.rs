@@ -15,7 +15,7 @@ use crate::request::Request;
 
 use super::config::{EffectivePolicy, LimiterConfig, RateAlgorithm, RateSpec, RateStore};
 use super::keyed::{key_concurrency, KeyedRate};
-use super::stats::{Counts, RouteStats};
+use super::stats::{Counts, RouteStats, StageKind};
 use super::store::StoreEnv;
 use crate::keyed::KeyedConcurrency;
 
@@ -102,6 +102,9 @@ pub(crate) struct Route<C: Clock> {
     pub(crate) timeout: Option<Nanos>,
     pub(crate) gate: bool,
     pub(crate) counts: Counts,
+    /// The refusal counters, registered when the route was built.
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics: crate::observe::RouteMetrics,
 }
 
 /// The one key of a route's rate kept in Redis when it is not per key.
@@ -123,6 +126,7 @@ impl<C: Clock> Route<C> {
         policy: EffectivePolicy,
         clock: C,
         env: &StoreEnv,
+        label: Option<&str>,
     ) -> Result<Self, ConfigError> {
         let at = format!("policies.{}", super::config::toml_key(name));
         let fail = |key: &str, error: &dyn std::fmt::Display| {
@@ -183,7 +187,8 @@ impl<C: Clock> Route<C> {
             ),
             None => None,
         };
-        Ok(Route {
+        #[cfg_attr(not(feature = "metrics"), allow(unused_mut))]
+        let mut route = Route {
             name: Arc::from(name),
             keyed: policy.key.is_some(),
             key_concurrency,
@@ -195,7 +200,69 @@ impl<C: Clock> Route<C> {
             rate,
             concurrency,
             counts: Counts::default(),
-        })
+            #[cfg(feature = "metrics")]
+            metrics: crate::observe::RouteMetrics::none(name, label),
+        };
+        #[cfg(feature = "metrics")]
+        if route.is_active() {
+            route.metrics = route.register_metrics(label);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = label;
+        Ok(route)
+    }
+
+    /// Registers the counters of the refusals this route's stages give.
+    #[cfg(feature = "metrics")]
+    fn register_metrics(&self, label: Option<&str>) -> crate::observe::RouteMetrics {
+        use crate::rejection::RejectReason::*;
+        let rate: &[_] = match (&self.rate, self.policy.rate.map(|r| r.algorithm)) {
+            (Some(RateStage::Local(_)), Some(RateAlgorithm::Quota)) => &[QuotaExhausted],
+            (Some(RateStage::Local(_)), _)
+                if self
+                    .policy
+                    .rate
+                    .and_then(|r| r.wait)
+                    .is_some_and(|w| w.max_waiters > 0) =>
+            {
+                &[RateLimited, TooManyWaiters, DeadlineExceeded]
+            }
+            (Some(_), _) => &[RateLimited],
+            (None, _) => &[],
+        };
+        let stages: [(StageKind, bool, &[_]); 6] = [
+            (StageKind::Arrival, true, &[DeadlineExceeded, Cancelled]),
+            (StageKind::Breaker, self.breaker.is_some(), &[CircuitOpen]),
+            (StageKind::Rate, self.rate.is_some(), rate),
+            (
+                StageKind::KeyConcurrency,
+                self.key_concurrency.is_some(),
+                &[ConcurrencyLimited],
+            ),
+            (
+                StageKind::Concurrency,
+                self.concurrency.is_some(),
+                &[ConcurrencyLimited, TooManyWaiters, DeadlineExceeded],
+            ),
+            (
+                StageKind::Gate,
+                self.gate,
+                &[InFlightCeiling, MemoryCeiling, RateLimited, TooManyWaiters],
+            ),
+        ];
+        let expected: Vec<(usize, &[_])> = stages
+            .iter()
+            .filter(|(_, present, _)| *present)
+            .map(|&(stage, _, reasons)| (stage.index(), reasons))
+            .collect();
+        crate::observe::RouteMetrics::register(&self.name, label, &expected)
+    }
+
+    /// Counts a refusal by `stage` for `reason` (and publishes it, with the `metrics` feature).
+    pub(crate) fn refused(&self, stage: StageKind, reason: crate::rejection::RejectReason) {
+        self.counts.refuse(stage, reason);
+        #[cfg(feature = "metrics")]
+        self.metrics.refused(stage.index(), reason);
     }
 
     /// The route's rate kept in Redis, on the set's store.
@@ -230,6 +297,8 @@ impl<C: Clock> Route<C> {
             timeout: None,
             gate: true,
             counts: Counts::default(),
+            #[cfg(feature = "metrics")]
+            metrics: crate::observe::RouteMetrics::none(name, None),
         }
     }
 

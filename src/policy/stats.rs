@@ -20,6 +20,21 @@ pub(crate) enum StageKind {
     Gate,
 }
 
+impl StageKind {
+    /// Its number among the stages of `observe`'s refusal counters (the order of the chain).
+    #[cfg(feature = "metrics")]
+    pub(crate) fn index(self) -> usize {
+        match self {
+            StageKind::Arrival => 0,
+            StageKind::Breaker => 1,
+            StageKind::Rate => 2,
+            StageKind::KeyConcurrency => 3,
+            StageKind::Concurrency => 4,
+            StageKind::Gate => 5,
+        }
+    }
+}
+
 /// How an admitted call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ending {
