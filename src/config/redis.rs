@@ -33,7 +33,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::store::redis::{RedisLimitConfig, RedisStoreConfig};
 
 /// `[redis]`: where the Redis store is, and how the limits of `store = "redis"` policies use it
-/// (see the [module docs](self)). Build one with [`RedisConfig::default`] and set its fields.
+/// (see [`Config::redis`](super::Config::redis) and the shipped `config/sluicegate.toml`). Build one with [`RedisConfig::default`] and set its fields.
 #[derive(Debug, Clone, PartialEq, Default)]
 #[non_exhaustive]
 pub struct RedisConfig {

@@ -1,41 +1,5 @@
-//! [`KeyedConcurrency`]: how many calls of each key may run at once, with a hard cap on the keys.
-//!
-//! A rate limits how often a key may call; a concurrency limit how many of its calls may run at
-//! the same time (a tenant's slow reports must not take every worker). Each key holds a count of
-//! calls in flight; [`KeyedConcurrency::try_acquire`] raises it if it is below the key's maximum
-//! and returns a [`KeyedConcurrencyPermit`] that lowers it exactly once, when it is released or
-//! dropped (a panic and a cancelled future included). A refusal is at once
-//! ([`RejectReason::ConcurrencyLimited`]): a count has no time at which it will be lower, so there
-//! is no `retry_after`.
-//!
-//! Keys live in shards, each a read-write lock around a map: a known key takes its shard's read
-//! lock and one compare-and-swap on its own count, and a release takes no lock at all. A key with
-//! no call in flight is idle: forgetting it loses nothing, so a full shard drops its idle keys to
-//! make room. A key with calls in flight is never dropped (its permits count on it): when a shard
-//! is full of busy keys, a new key is refused until one of them is idle, so the cap on keys is
-//! hard and no key ever runs more than its maximum.
-//!
-//! ```
-//! use sluicegate::keyed::KeyedConcurrency;
-//! use sluicegate::RejectReason;
-//!
-//! let per_tenant = KeyedConcurrency::<String>::builder(2)
-//!     .max_keys(10_000)
-//!     .override_key("gold".to_owned(), 8)
-//!     .build()?;
-//! let first = per_tenant.try_acquire("acme")?;
-//! let second = per_tenant.try_acquire("acme")?;
-//! let refused = per_tenant.try_acquire("acme").unwrap_err();
-//! assert_eq!(refused.reason, RejectReason::ConcurrencyLimited);
-//! assert_eq!(per_tenant.in_flight("acme"), 2);
-//! drop(first); // released exactly once
-//! let third = per_tenant.try_acquire("acme")?;
-//! assert_eq!(per_tenant.in_flight("acme"), 2);
-//! second.release();
-//! drop(third);
-//! assert_eq!(per_tenant.in_flight("acme"), 0);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! [`KeyedConcurrency`]: how many calls of each key may run at once, with a hard cap on the keys
+//! (the mechanism is on the type; the reasoning in `docs/design/keyed.md`).
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -144,8 +108,44 @@ impl<K: Hash + Eq> KeyedConcurrencyBuilder<K> {
     }
 }
 
-/// How many calls of each key may run at once, with a hard cap on the keys held (see the
-/// [module docs](self)).
+/// How many calls of each key may run at once, with a hard cap on the keys held.
+///
+/// A rate limits how often a key may call; a concurrency limit how many of its calls may run at
+/// the same time (a tenant's slow reports must not take every worker). Each key holds a count of
+/// calls in flight; [`KeyedConcurrency::try_acquire`] raises it if it is below the key's maximum
+/// and returns a [`KeyedConcurrencyPermit`] that lowers it exactly once, when it is released or
+/// dropped (a panic and a cancelled future included). A refusal is at once
+/// ([`RejectReason::ConcurrencyLimited`]): a count has no time at which it will be lower, so there
+/// is no `retry_after`.
+///
+/// Keys live in shards, each a read-write lock around a map: a known key takes its shard's read
+/// lock and one compare-and-swap on its own count, and a release takes no lock at all. A key with
+/// no call in flight is idle: forgetting it loses nothing, so a full shard drops its idle keys to
+/// make room. A key with calls in flight is never dropped (its permits count on it): when a shard
+/// is full of busy keys, a new key is refused until one of them is idle, so the cap on keys is
+/// hard and no key ever runs more than its maximum.
+///
+/// ```
+/// use sluicegate::keyed::KeyedConcurrency;
+/// use sluicegate::RejectReason;
+///
+/// let per_tenant = KeyedConcurrency::<String>::builder(2)
+///     .max_keys(10_000)
+///     .override_key("gold".to_owned(), 8)
+///     .build()?;
+/// let first = per_tenant.try_acquire("acme")?;
+/// let second = per_tenant.try_acquire("acme")?;
+/// let refused = per_tenant.try_acquire("acme").unwrap_err();
+/// assert_eq!(refused.reason, RejectReason::ConcurrencyLimited);
+/// assert_eq!(per_tenant.in_flight("acme"), 2);
+/// drop(first); // released exactly once
+/// let third = per_tenant.try_acquire("acme")?;
+/// assert_eq!(per_tenant.in_flight("acme"), 2);
+/// second.release();
+/// drop(third);
+/// assert_eq!(per_tenant.in_flight("acme"), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 ///
 /// `K` is the key (a `String`, an `IpAddr`, a tuple...); calls take any borrowed form of it (`&str`
 /// for a `String` key), so a known key costs no allocation. `Send + Sync`; share it in an `Arc`.

@@ -21,6 +21,8 @@ use crate::limit::{
     WindowLimitConfig,
 };
 
+pub use super::keyed::KeySpec;
+
 /// The name of the policy every request falls back to, and every override inherits from.
 pub const DEFAULT_POLICY: &str = "default";
 
@@ -118,7 +120,7 @@ pub struct RoutePolicyConfig {
     /// A key whose rate is full again this long is dropped as new keys arrive (default 10 min).
     #[serde(
         default,
-        with = "optional_duration",
+        with = "super::keyed::optional_duration",
         skip_serializing_if = "Option::is_none"
     )]
     pub idle: Option<Duration>,
@@ -131,26 +133,6 @@ pub struct RoutePolicyConfig {
     /// Calls of one key running at once, or `"off"` (needs `key`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_concurrent_per_key: Option<Stage<u64>>,
-}
-
-/// `Option<Duration>` as a `humantime` string.
-mod optional_duration {
-    use std::time::Duration;
-
-    use serde::{Deserializer, Serializer};
-
-    pub(super) fn serialize<S: Serializer>(v: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-        match v {
-            Some(d) => crate::limit::units::duration::serialize(d, s),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<Duration>, D::Error> {
-        crate::limit::units::duration::deserialize(d).map(Some)
-    }
 }
 
 /// Where a policy's rate limit keeps its state.
@@ -241,24 +223,6 @@ pub struct EffectivePolicy {
     pub gate: bool,
     /// The key that makes the rate and `max_concurrent_per_key` per key, if any.
     pub key: Option<KeySpec>,
-}
-
-/// A policy's key: what it is, and how the keys are held.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct KeySpec {
-    /// What a key is.
-    pub source: KeySource,
-    /// The most keys held at once.
-    pub max_keys: usize,
-    /// A key whose rate is full again this long is dropped as new keys arrive.
-    pub idle: Duration,
-    /// What a new key does when no key can be dropped without loss.
-    pub when_full: WhenFull,
-    /// Keys with a rate of their own.
-    pub overrides: BTreeMap<String, KeyedLimit>,
-    /// Calls of one key running at once, if limited.
-    pub max_concurrent: Option<u64>,
 }
 
 impl EffectivePolicy {

@@ -12,16 +12,58 @@
 //! the Redis-kept limit instead (which also keeps `sliding_window`). Requests do not wait for a
 //! per-key token: a refusal is at once, with the exact `retry_after`.
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
 use crate::clock::Clock;
 use crate::config::{ConfigError, Violation};
+
 use crate::keyed::{
-    check_max_keys, FixedWindowRule, GcraRule, KeyedConcurrency, KeyedLimit, KeyedLimiter,
-    KeyedRule, TokenBucketRule,
+    check_max_keys, FixedWindowRule, GcraRule, KeySource, KeyedConcurrency, KeyedLimit,
+    KeyedLimiter, KeyedRule, TokenBucketRule, WhenFull,
 };
 use crate::limit::{GcraConfig, TokenBucketConfig, WindowLimitConfig};
 use crate::rejection::Rejection;
 
-use super::config::{push, EffectivePolicy, KeySpec, RateAlgorithm, RateStore, RoutePolicyConfig};
+use super::config::{push, EffectivePolicy, RateAlgorithm, RateStore, RoutePolicyConfig};
+
+/// A policy's key: what it is, and how the keys are held.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct KeySpec {
+    /// What a key is.
+    pub source: KeySource,
+    /// The most keys held at once.
+    pub max_keys: usize,
+    /// A key whose rate is full again this long is dropped as new keys arrive.
+    pub idle: Duration,
+    /// What a new key does when no key can be dropped without loss.
+    pub when_full: WhenFull,
+    /// Keys with a rate of their own.
+    pub overrides: BTreeMap<String, KeyedLimit>,
+    /// Calls of one key running at once, if limited.
+    pub max_concurrent: Option<u64>,
+}
+
+/// `Option<Duration>` as a `humantime` string.
+pub(super) mod optional_duration {
+    use std::time::Duration;
+
+    use serde::{Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(v: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(d) => crate::limit::units::duration::serialize(d, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        crate::limit::units::duration::deserialize(d).map(Some)
+    }
+}
 
 /// The rules of a policy's key, reported under the table that sets the key concerned.
 pub(super) fn check_key(

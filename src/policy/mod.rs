@@ -47,7 +47,7 @@
 //!
 //! A rate with `store = "redis"` is kept in Redis and shared by every replica built from the
 //! same configuration (feature `redis`, the `[redis]` table: see
-//! [`RedisConfig`](crate::config::RedisConfig) and [`RateStore`]). The asynchronous forms ask
+//! [`RedisConfig`] and [`RateStore`]). The asynchronous forms ask
 //! Redis, bounded by the store's deadline; the blocking and non-waiting forms never wait on the
 //! network and decide as while Redis is away (leased tokens, cached refusals, then
 //! `on_store_failure`: by default this node's share of the limit).

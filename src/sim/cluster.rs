@@ -11,7 +11,7 @@
 //! * **Arrivals**: Poisson at `offered_qps` for `duration`, each sent by the load balancer to a
 //!   node drawn uniformly (from `seed`; the same seed gives the same arrivals for every strategy).
 //! * **`per_node`**: each node has its own GCRA of the whole limit (the library's
-//!   [`Gcra`](crate::limit::Gcra) on a [`ManualClock`]).
+//!   [`Gcra`] on a [`ManualClock`]).
 //! * **`shared`**: one GCRA for the fleet, as the store's script keeps it (the same arithmetic: the
 //!   Redis tests pin that the script decides as the local GCRA does), with no network time. A node
 //!   with `lease = k` takes up to `k` tokens (at least one) per decision and spends the rest
