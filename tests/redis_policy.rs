@@ -302,6 +302,14 @@ fn a_redis_policy_breaks_rules_under_the_key_that_sets_them() {
             "redis.lease",
         ),
         ("[redis]\nnodes = 0", "redis.nodes"),
+        (
+            "[policies.\"/api/*\"]\nrate = \"5/s\"\nstore = \"redis\"\nkey = \"t\"\nmax_keys = 10",
+            r#"policies."/api/*".max_keys"#,
+        ),
+        (
+            "[policies.\"/api/*\"]\nrate = \"5/s\"\nstore = \"redis\"\nkey = \"t\"\noverrides = { a = { rate = \"1/s\" } }",
+            r#"policies."/api/*".overrides"#,
+        ),
         ("[redis]\nurl = \"http://x\"", "redis.url"),
         (
             "[policies.\"/api/*\"]\nstore = \"redis\"",

@@ -150,7 +150,24 @@ pub(super) fn check_key(
             "(set)",
             "per-key overrides are kept in this process only (`store = \"local\"`)",
         ),
-        RateStore::Redis => {}
+        RateStore::Redis => {
+            let local_only = [
+                ("max_keys", own.max_keys.is_some()),
+                ("idle", own.idle.is_some()),
+                ("when_full", own.when_full.is_some()),
+            ];
+            if let Some((k, _)) = local_only.iter().find(|(_, set)| *set) {
+                push(
+                    report,
+                    at,
+                    k,
+                    "(set)",
+                    "has no effect on a rate kept in Redis (`store = \"redis\"`): Redis keeps \
+                     every key with a TTL, and this node's state per key is bounded by \
+                     `redis.max_local_keys`",
+                );
+            }
+        }
         RateStore::Local => {
             if !matches!(
                 rate.algorithm,
