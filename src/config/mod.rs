@@ -13,8 +13,8 @@
 //!
 //! # Format
 //!
-//! TOML with four optional tables, `[gate]`, `[sampler]`, `[routes]` and `[policies]` (see
-//! [`crate::policy`]); every key is optional and
+//! TOML with five optional tables, `[gate]`, `[sampler]`, `[routes]`, `[policies]` (see
+//! [`crate::policy`]) and `[redis]` (see [`RedisConfig`]); every key is optional and
 //! falls back to its default (the original design's figures, see [`Config::default`] and the shipped
 //! `config/sluicegate.toml`, also available as [`Config::default_toml`]). Unknown tables and keys are
 //! errors, so a misspelt key can never silently leave a default in place. Durations are strings with
@@ -53,6 +53,7 @@
 mod error;
 mod limit;
 mod parse;
+mod redis;
 mod units;
 mod validate;
 mod warning;
@@ -70,6 +71,7 @@ pub use error::{ConfigError, Violation};
 pub use limit::{Limit, LimitValue};
 #[cfg(feature = "sim")]
 pub(crate) use parse::closest;
+pub use redis::RedisConfig;
 #[cfg(feature = "sim")]
 pub(crate) use units::parse_byte_size;
 pub(crate) use units::{no_unit_message, parse_duration};
@@ -93,6 +95,11 @@ pub struct Config {
     /// gate applies (see [`crate::policy`]). Empty by default: no policy, the gate alone.
     #[serde(skip_serializing_if = "PoliciesConfig::is_empty")]
     pub policies: PoliciesConfig,
+    /// `[redis]`: the Redis store of the policies with `store = "redis"` (see [`RedisConfig`]).
+    /// `None` when the table is not written: such policies then use the store's defaults
+    /// (`redis://127.0.0.1:6379`, one node).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis: Option<RedisConfig>,
 }
 
 /// `[gate]`: thresholds of the auto switch, rates of the two token buckets, waiting limits and hard

@@ -21,7 +21,7 @@ pub(crate) fn parse(text: &str) -> Result<Config, ConfigError> {
     // max_running): every section must be a table.
     for (key, value) in document.get_ref().iter() {
         let name = key.get_ref().as_ref();
-        let section = matches!(name, "gate" | "sampler" | "routes" | "policies");
+        let section = matches!(name, "gate" | "sampler" | "routes" | "policies" | "redis");
         if section {
             expect_table(text, value, name.to_owned())?;
         }

@@ -23,7 +23,11 @@ pub(crate) fn check(config: &Config) -> Vec<Violation> {
     gate(&mut report, &config.gate);
     sampler(&mut report, &config.sampler);
     routes(&mut report, &config.routes);
-    report.violations.extend(config.policies.violations());
+    report
+        .violations
+        .extend(config.policies.violations(config.redis.as_ref()));
+    #[cfg(feature = "redis")]
+    redis(&mut report, config.redis.as_ref());
     report.violations
 }
 
@@ -277,4 +281,46 @@ fn duration(value: Duration) -> String {
 /// A route pattern, quoted and escaped.
 fn quoted(pattern: &str) -> String {
     format!("{pattern:?}")
+}
+
+/// `[redis]`: the connection's figures, and those every Redis-kept limit shares (a figure that
+/// only a policy's rate breaks, such as a `lease` above its burst, is reported with the policy's
+/// checks, under the same key).
+#[cfg(feature = "redis")]
+fn redis(report: &mut Report, redis: Option<&super::RedisConfig>) {
+    use crate::store::redis::{RedisConfigError, RedisLimitConfig};
+    let Some(redis) = redis else {
+        return;
+    };
+    let named = |error: RedisConfigError| match error {
+        RedisConfigError::Invalid { key, value, rule } => {
+            (format!("redis.{key}"), value, rule.to_owned())
+        }
+        RedisConfigError::Url { url, reason } => ("redis.url".to_owned(), url, reason),
+        other => ("redis".to_owned(), String::new(), other.to_string()),
+    };
+    let mut found = Vec::new();
+    if let Err(e) = redis.store.validate() {
+        found.push(named(e));
+    }
+    // Leases are checked against each policy's capacity, with the policy.
+    let shared = RedisLimitConfig {
+        lease: 0,
+        ..redis.limits.clone()
+    };
+    if let Err(e) = shared.validate() {
+        found.push(named(e));
+    }
+    if let Err(e) = redis.store.breaker.validate() {
+        found.push((
+            format!("redis.breaker.{}", e.key),
+            e.value,
+            e.rule.to_owned(),
+        ));
+    }
+    for (key, value, rule) in found {
+        if !report.violations.iter().any(|v| v.key == key) {
+            report.add(&key, value, rule);
+        }
+    }
 }

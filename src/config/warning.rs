@@ -55,6 +55,15 @@ impl Config {
                 ),
             });
         }
+        #[cfg(not(feature = "redis"))]
+        if self.redis.is_some() {
+            warnings.push(ConfigWarning {
+                key: "redis",
+                message: "the [redis] table is not used: this build of sluicegate has no `redis` \
+                          feature (features = [\"redis\"] in Cargo.toml)"
+                    .to_owned(),
+            });
+        }
         warnings
     }
 

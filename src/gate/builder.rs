@@ -91,8 +91,11 @@ impl<C: Clock> GateBuilder<C> {
     pub fn build(self) -> Result<Gate<C>, ConfigError> {
         self.config.validate()?;
         self.config.log_warnings();
-        let policies =
-            crate::policy::Policies::from_policies(&self.config.policies, self.clock.clone())?;
+        #[cfg(feature = "metrics")]
+        let label = self.metrics_label.as_deref();
+        #[cfg(not(feature = "metrics"))]
+        let label = None;
+        let policies = crate::policy::Policies::for_gate(&self.config, self.clock.clone(), label)?;
         let now = self.clock.now();
         let settings = Settings::new(self.config, None, self.lookup.is_some());
         let memory = Arc::new(MemoryGauge::new());

@@ -645,7 +645,7 @@ impl<C: Clock> Gate<C> {
         config.log_warnings();
         let inner = &*self.inner;
         let _serial = inner.reloading.lock();
-        let policies = inner.policies.prepare(&config.policies)?;
+        let policies = inner.policies.prepare(&config)?;
         let old = inner.settings.load_full();
         let settings = Settings::new(config, Some(&old.ring), inner.lookup.is_some());
         let g = &settings.config.gate;

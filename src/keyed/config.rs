@@ -2,7 +2,7 @@
 //!
 //! ```toml
 //! [keyed]
-//! key = "ip"            # what a key is: "ip", "connection", "header:<name>", or a name the application fills in
+//! key = "ip"            # what a key is: "ip", "connection", "header:<name>", "query:<name>", or a name the application fills in
 //! rate = "100/s"        # calls per period: "100/s", "6000/min", "5/15m"
 //! burst = 20            # calls at once (default: the rate's count)
 //! max_keys = 100000     # the hard cap on keys held
@@ -154,6 +154,8 @@ pub enum KeySource {
     Connection,
     /// A request header's value (`"header:x-tenant-id"`), the name in lower case.
     Header(String),
+    /// A query parameter's value as written in the URL, not decoded (`"query:api_key"`).
+    Query(String),
     /// A key the application supplies under this name (e.g. `"tenant"`).
     Named(String),
 }
@@ -164,6 +166,7 @@ impl fmt::Display for KeySource {
             KeySource::Ip => f.write_str("ip"),
             KeySource::Connection => f.write_str("connection"),
             KeySource::Header(h) => write!(f, "header:{h}"),
+            KeySource::Query(q) => write!(f, "query:{q}"),
             KeySource::Named(n) => f.write_str(n),
         }
     }
@@ -181,14 +184,18 @@ impl FromStr for KeySource {
         match s {
             "ip" => Ok(KeySource::Ip),
             "connection" => Ok(KeySource::Connection),
-            _ => match s.strip_prefix("header:") {
-                Some(h) if token(h) => Ok(KeySource::Header(h.to_ascii_lowercase())),
-                Some(h) => Err(format!(
+            _ => match (s.strip_prefix("header:"), s.strip_prefix("query:")) {
+                (Some(h), _) if token(h) => Ok(KeySource::Header(h.to_ascii_lowercase())),
+                (Some(h), _) => Err(format!(
                     "{h:?} is not a header name (letters, digits, `-`, `_`, `.`)"
                 )),
-                None if token(s) => Ok(KeySource::Named(s.to_owned())),
-                None => Err(format!(
-                    "{s:?} is not a key: write \"ip\", \"connection\", \"header:<name>\" or a name of letters, digits, `-`, `_`, `.`"
+                (_, Some(q)) if token(q) => Ok(KeySource::Query(q.to_owned())),
+                (_, Some(q)) => Err(format!(
+                    "{q:?} is not a query parameter name (letters, digits, `-`, `_`, `.`)"
+                )),
+                _ if token(s) => Ok(KeySource::Named(s.to_owned())),
+                _ => Err(format!(
+                    "{s:?} is not a key: write \"ip\", \"connection\", \"header:<name>\", \"query:<name>\" or a name of letters, digits, `-`, `_`, `.`"
                 )),
             },
         }

@@ -23,6 +23,9 @@
 //!   and 10 to 23 in the index: under 64 bytes per key at a million keys, measured by
 //!   `tests/keyed_memory.rs`. Memory stays flat under a churn of new keys once the cap is reached.
 //!
+//! [`KeyedConcurrency`] is the keyed form of a concurrency limit: how many calls of each key may
+//! run at once, released exactly once by its permit, with the same hard cap on keys.
+//!
 //! [`KeyedConfig`] is the TOML form (`key = "ip"`, `rate = "100/s"`, `burst`, `max_keys`,
 //! `idle`, `when_full`, `[overrides]`). `docs/design/keyed.md` derives the eviction bound.
 //!
@@ -64,6 +67,7 @@ use crate::limit::{exceeds_capacity, refused, AtomicStore};
 use crate::rejection::{RejectReason, Rejection};
 
 mod builder;
+mod concurrency;
 mod config;
 mod evict;
 mod overrides;
@@ -71,6 +75,8 @@ mod rule;
 mod store;
 
 pub use self::builder::KeyedBuilder;
+pub use self::concurrency::{KeyedConcurrency, KeyedConcurrencyBuilder, KeyedConcurrencyPermit};
+pub(crate) use self::config::{check_max_keys, IDLE, MAX_KEYS};
 pub use self::config::{KeySource, KeyedConfig, KeyedConfigError, KeyedLimit, Rate, WhenFull};
 pub use self::rule::{FixedWindowRule, GcraRule, KeyedRule, TokenBucketRule};
 

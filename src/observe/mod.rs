@@ -41,7 +41,10 @@
 //! its sleep. So the figures are as fresh as the last tick: a gate that gets no request publishes
 //! nothing new until one comes, or until something calls [`crate::Gate::snapshot`] (an exporter's
 //! scrape handler may, before it renders). Breaker state changes and config reloads are rare, and
-//! recorded where they happen. Why: `docs/design/metrics.md`.
+//! recorded where they happen. Refusals by a per-route policy are counted where they happen too,
+//! on handles each route registered when it was built (a refusal is not the hot path the gate's
+//! admissions are, and a handle costs one atomic add, no lookup and no lock); a policy built by a
+//! gate carries its `gate` label. Why: `docs/design/metrics.md`.
 //!
 //! # The metrics
 //! Names are constants of [`names`]. Every metric of a gate carries `gate="<label>"` if the gate
@@ -71,12 +74,15 @@
 //! | `sluicegate_breaker_state_changes_total` | counter | `to` = [`crate::breaker::State::as_str`] | breaker state changes, all breakers of the process |
 //! | `sluicegate_breakers_open` | gauge | | breakers refusing calls now (open, half-open, forced open) |
 //! | `sluicegate_config_reloads_total` | counter | `result` = `ok`, `error` | reloads by the config file watcher |
+//! | `sluicegate_policy_refused_total` | counter | `route`, `stage` = `arrival`, `breaker`, `rate`, `key_concurrency`, `concurrency`, `gate`; `reason` | requests refused by a per-route policy ([`crate::policy`]), counted where refused |
 
 mod events;
 mod gate;
 pub mod names;
+mod policy;
 
 #[cfg(feature = "reload")]
 pub(crate) use events::reload_outcome;
 pub(crate) use events::{breaker_dropped, breaker_state_changed};
 pub(crate) use gate::GateMetrics;
+pub(crate) use policy::RouteMetrics;

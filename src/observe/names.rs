@@ -103,13 +103,26 @@ pub const WAIT: &str = "sluicegate_wait_seconds";
 /// which at high rates are a sample of them (count calls with [`CALLS`], not with this).
 pub const LATENCY: &str = "sluicegate_latency_seconds";
 
+/// Counter: requests refused by a per-route policy ([`crate::policy`]), by [`LABEL_ROUTE`],
+/// [`LABEL_STAGE`] (`arrival` (a deadline passed or a cancellation before any stage), `breaker`,
+/// `rate` (the route's, its key's, or the Redis-kept one), `key_concurrency`, `concurrency`,
+/// `gate`) and [`LABEL_REASON`] ([`crate::RejectReason::as_str`]). Counted where the refusal
+/// happens, through handles each route registers when it is built.
+pub const POLICY_REFUSED: &str = "sluicegate_policy_refused_total";
+
+/// Label of [`POLICY_REFUSED`]: the policy's name, `default` or its route pattern.
+pub const LABEL_ROUTE: &str = "route";
+
+/// Label of [`POLICY_REFUSED`]: the stage of the chain that refused.
+pub const LABEL_STAGE: &str = "stage";
+
 /// Label: the gate's name, from [`crate::GateBuilder::metrics_label`]; absent without one.
 pub const LABEL_GATE: &str = "gate";
 
 /// Label of [`REQUESTS`] and [`CONFIG_RELOADS`]: what became of the request or the reload.
 pub const LABEL_RESULT: &str = "result";
 
-/// Label of refused [`REQUESTS`]: why ([`crate::RejectReason::as_str`]).
+/// Label of refused [`REQUESTS`] and of [`POLICY_REFUSED`]: why ([`crate::RejectReason::as_str`]).
 pub const LABEL_REASON: &str = "reason";
 
 /// Label of [`REQUESTS_CLASSIFIED`]: `urgent` or `non_urgent`.

@@ -7,13 +7,14 @@ use crate::breaker::BreakerPermit;
 use crate::clock::{Clock, Nanos};
 use crate::deadline::{attribute_drop, nanos_after, within_nanos, Ended, NO_DEADLINE};
 use crate::gate::{Gate, OwnedPermit};
+use crate::keyed::KeyedConcurrencyPermit;
 use crate::limit::ConcurrencyPermit;
 use crate::rejection::{RejectReason, Rejection};
 use crate::request::Request;
 
 use super::config::RateSpec;
 use super::permit::{OnDrop, PolicyPermit};
-use super::route::Route;
+use super::route::{RateStage, Route};
 use super::stats::StageKind;
 use super::Policies;
 
@@ -35,6 +36,7 @@ struct Partial<C: Clock> {
     route: Arc<Route<C>>,
     deadline: Nanos,
     breaker: Option<BreakerPermit<C>>,
+    key_slot: Option<KeyedConcurrencyPermit>,
     concurrency: Option<ConcurrencyPermit<C>>,
     done: bool,
 }
@@ -45,7 +47,7 @@ impl<C: Clock> Partial<C> {
         self.done = true;
         self.give_back();
         let route = &self.route;
-        route.counts.refuse(stage, rejection.reason);
+        route.refused(stage, rejection.reason);
         tracing::debug!(
             target: "sluicegate::policy",
             route = &*route.name,
@@ -69,6 +71,7 @@ impl<C: Clock> Partial<C> {
             breaker.ignore();
         }
         drop(self.concurrency.take());
+        drop(self.key_slot.take());
     }
 
     fn admit(mut self, gate: Option<OwnedPermit<C>>, on_drop: OnDrop) -> PolicyPermit<C> {
@@ -81,6 +84,7 @@ impl<C: Clock> Partial<C> {
         PolicyPermit {
             gate,
             concurrency: self.concurrency.take(),
+            key_slot: self.key_slot.take(),
             breaker,
             route: Arc::clone(&self.route),
             deadline: self.deadline,
@@ -104,7 +108,7 @@ impl<C: Clock> Drop for Partial<C> {
             Ended::Deadline => RejectReason::DeadlineExceeded,
             Ended::Cancelled => RejectReason::Cancelled,
         };
-        self.route.counts.refuse(StageKind::Arrival, reason);
+        self.route.refused(StageKind::Arrival, reason);
     }
 }
 
@@ -126,6 +130,7 @@ impl<C: Clock> Policies<C> {
             route,
             deadline,
             breaker: None,
+            key_slot: None,
             concurrency: None,
             done: false,
         };
@@ -149,6 +154,18 @@ impl<C: Clock> Policies<C> {
         Ok(partial)
     }
 
+    /// The per-key concurrency limit: a slot for the request's key now, or a refusal (a count
+    /// has no time at which it will be lower, so nobody waits for it).
+    fn take_key_slot(mut partial: Partial<C>, key: &str) -> Result<Partial<C>, Refusal> {
+        if let Some(limiter) = &partial.route.key_concurrency {
+            match limiter.try_acquire(key) {
+                Ok(slot) => partial.key_slot = Some(slot),
+                Err(r) => return Err(partial.refuse(StageKind::KeyConcurrency, r)),
+            }
+        }
+        Ok(partial)
+    }
+
     /// The chain, waiting asynchronously where a stage makes it wait (bounded by the deadline,
     /// and ended by the request's [`Cancel`](crate::deadline::Cancel)).
     pub(crate) async fn admit(
@@ -160,14 +177,38 @@ impl<C: Clock> Policies<C> {
         let mut p = self.start(request)?;
         let route = Arc::clone(&p.route);
         let cancel = request.cancel();
-        if let Some(rate) = &route.rate {
-            let wait = rate.acquire_before(1, p.deadline);
-            match within_nanos(&route.clock, NO_DEADLINE, cancel, wait).await {
-                Ok(Ok(())) => {}
-                Ok(Err(r)) => return Err(p.refuse(StageKind::Rate, r)),
-                Err(_) => return Err(p.cancelled(StageKind::Rate)),
+        let key = route.key_of(request);
+        match &route.rate {
+            None => {}
+            Some(RateStage::Local(rate)) => {
+                let wait = rate.acquire_before(1, p.deadline);
+                match within_nanos(&route.clock, NO_DEADLINE, cancel, wait).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(r)) => return Err(p.refuse(StageKind::Rate, r)),
+                    Err(_) => return Err(p.cancelled(StageKind::Rate)),
+                }
+            }
+            #[cfg(feature = "redis")]
+            Some(RateStage::Redis(stage)) => {
+                // Bounded by the store's deadline, and by the request's own.
+                let ask = stage.limiter.try_acquire(key, 1);
+                match within_nanos(&route.clock, p.deadline, cancel, ask).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(r)) => return Err(p.refuse(StageKind::Rate, r)),
+                    Err(Ended::Deadline) => {
+                        let late = Rejection::new(RejectReason::DeadlineExceeded);
+                        return Err(p.refuse(StageKind::Rate, late));
+                    }
+                    Err(Ended::Cancelled) => return Err(p.cancelled(StageKind::Rate)),
+                }
+            }
+            Some(RateStage::Keyed(rate)) => {
+                if let Err(r) = rate.try_acquire(key) {
+                    return Err(p.refuse(StageKind::Rate, r));
+                }
             }
         }
+        p = Self::take_key_slot(p, key)?;
         if let Some(limiter) = &route.concurrency {
             let wait = limiter.acquire_before(1, p.deadline);
             match within_nanos(&route.clock, NO_DEADLINE, cancel, wait).await {
@@ -199,11 +240,19 @@ impl<C: Clock> Policies<C> {
     ) -> Result<PolicyPermit<C>, Refusal> {
         let mut p = self.start(request)?;
         let route = Arc::clone(&p.route);
+        let key = route.key_of(request);
         if let Some(rate) = &route.rate {
-            if let Err(r) = rate.acquire_blocking_before(1, p.deadline) {
+            let taken = match rate {
+                RateStage::Local(rate) => rate.acquire_blocking_before(1, p.deadline),
+                RateStage::Keyed(rate) => rate.try_acquire(key),
+                #[cfg(feature = "redis")]
+                RateStage::Redis(stage) => stage.limiter.try_acquire_local(key, 1),
+            };
+            if let Err(r) = taken {
                 return Err(p.refuse(StageKind::Rate, r));
             }
         }
+        p = Self::take_key_slot(p, key)?;
         if let Some(limiter) = &route.concurrency {
             if is_cancelled(request) {
                 return Err(p.cancelled(StageKind::Concurrency));
@@ -237,11 +286,19 @@ impl<C: Clock> Policies<C> {
     ) -> Result<PolicyPermit<C>, Refusal> {
         let mut p = self.start(request)?;
         let route = Arc::clone(&p.route);
+        let key = route.key_of(request);
         if let Some(rate) = &route.rate {
-            if let Err(r) = rate.try_acquire(1) {
+            let taken = match rate {
+                RateStage::Local(rate) => rate.try_acquire(1),
+                RateStage::Keyed(rate) => rate.try_acquire(key),
+                #[cfg(feature = "redis")]
+                RateStage::Redis(stage) => stage.limiter.try_acquire_local(key, 1),
+            };
+            if let Err(r) = taken {
                 return Err(p.refuse(StageKind::Rate, r));
             }
         }
+        p = Self::take_key_slot(p, key)?;
         if let Some(limiter) = &route.concurrency {
             match limiter.try_acquire(1) {
                 Ok(permit) => p.concurrency = Some(permit),

@@ -14,11 +14,14 @@ use serde::de::{self, MapAccess, Unexpected, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::breaker::BreakerConfig;
-use crate::config::Violation;
+use crate::config::{RedisConfig, Violation};
+use crate::keyed::{KeySource, KeyedLimit, WhenFull};
 use crate::limit::{
     ConcurrencyConfig, GcraConfig, LimitConfigError, QuotaConfig, TokenBucketConfig, WaitConfig,
     WindowLimitConfig,
 };
+
+pub use super::keyed::KeySpec;
 
 /// The name of the policy every request falls back to, and every override inherits from.
 pub const DEFAULT_POLICY: &str = "default";
@@ -102,6 +105,60 @@ pub struct RoutePolicyConfig {
     /// waiters, first come first served).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrency_wait: Option<WaitConfig>,
+    /// Where the rate limit keeps its state: `"local"` (this process, the default) or `"redis"`
+    /// (shared by every replica through the `[redis]` store, feature `redis`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<RateStore>,
+    /// Makes the rate (and `max_concurrent_per_key`) per key: what a key is, as
+    /// [`KeySource`] writes it (`"header:x-tenant"`, `"query:api_key"`, `"ip"`, or a name the
+    /// application fills in with [`Request::with_key`](crate::Request::with_key)), or `"off"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<Stage<KeySource>>,
+    /// The most keys held at once (default 100 000; see [`crate::keyed`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_keys: Option<usize>,
+    /// A key whose rate is full again this long is dropped as new keys arrive (default 10 min).
+    #[serde(
+        default,
+        with = "super::keyed::optional_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub idle: Option<Duration>,
+    /// What a new key does when no key can be dropped without loss (default `"evict"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub when_full: Option<WhenFull>,
+    /// Keys with a rate of their own: `{ "gold" = { rate = "1000/s", burst = 200 } }`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<BTreeMap<String, KeyedLimit>>,
+    /// Calls of one key running at once, or `"off"` (needs `key`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_per_key: Option<Stage<u64>>,
+}
+
+/// Where a policy's rate limit keeps its state.
+///
+/// `redis` makes the rate cluster-wide: every replica built from the same configuration decides
+/// on one state per route (and key) in Redis, through the `[redis]` store
+/// ([`crate::config::RedisConfig`]), with its fallback while Redis is away. It keeps `gcra`,
+/// `token_bucket` and `sliding_window` rates, and needs the feature `redis`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateStore {
+    /// In this process: each replica enforces the whole rate.
+    #[default]
+    Local,
+    /// In Redis: the replicas share the rate (feature `redis`).
+    Redis,
+}
+
+impl RateStore {
+    /// `"local"` or `"redis"`, as written in a policy.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RateStore::Local => "local",
+            RateStore::Redis => "redis",
+        }
+    }
 }
 
 /// A stage a policy table sets: on with its figures, or off (so that an override can drop what it
@@ -164,6 +221,8 @@ pub struct EffectivePolicy {
     pub timeout: Option<Duration>,
     /// Whether the gate admits the request after the policy's stages.
     pub gate: bool,
+    /// The key that makes the rate and `max_concurrent_per_key` per key, if any.
+    pub key: Option<KeySpec>,
 }
 
 impl EffectivePolicy {
@@ -175,6 +234,7 @@ impl EffectivePolicy {
             concurrency: None,
             timeout: None,
             gate: true,
+            key: None,
         }
     }
 }
@@ -193,6 +253,8 @@ pub struct RateSpec {
     pub burst: Option<u64>,
     /// How requests wait for tokens; `None`: they do not.
     pub wait: Option<WaitConfig>,
+    /// Where the rate's state is kept.
+    pub store: RateStore,
 }
 
 /// A rate limiter's own config, built from a [`RateSpec`].
@@ -261,8 +323,9 @@ impl PoliciesConfig {
         self.routes.get(name).map(|own| resolve(own, default))
     }
 
-    /// Every broken rule, keyed `policies.<name>.<key>`, all at once.
-    pub(crate) fn violations(&self) -> Vec<Violation> {
+    /// Every broken rule, keyed `policies.<name>.<key>` (or `redis.<key>` for a figure of the
+    /// `[redis]` table that a policy's limit breaks), all at once.
+    pub(crate) fn violations(&self, redis: Option<&RedisConfig>) -> Vec<Violation> {
         let fallback = RoutePolicyConfig::default();
         let default = self.routes.get(DEFAULT_POLICY).unwrap_or(&fallback);
         let mut report = Vec::new();
@@ -292,7 +355,9 @@ impl PoliciesConfig {
                 ("algorithm", own.algorithm.is_some()),
                 ("burst", own.burst.is_some()),
                 ("rate_wait", own.rate_wait.is_some()),
+                ("store", own.store.is_some()),
             ];
+            super::store::check_feature(&mut report, &at, own);
             if let Some(first) = rate_keys.iter().find(|(_, set)| *set) {
                 if resolved.rate.is_none() && !is_default && first.0 != "rate" {
                     push(
@@ -307,6 +372,7 @@ impl PoliciesConfig {
             if sets(rate_keys.iter().any(|(_, set)| *set)) {
                 if let Some(rate) = &resolved.rate {
                     check_rate(&mut report, &at, rate, own, is_default);
+                    super::store::check_store(&mut report, &at, name, rate, own, redis);
                 }
             }
             if sets(own.max_concurrent.is_some() || own.concurrency_wait.is_some()) {
@@ -325,6 +391,7 @@ impl PoliciesConfig {
             if let (true, Some(t)) = (sets(own.timeout.is_some()), resolved.timeout) {
                 check_duration(&mut report, &at, "timeout", t);
             }
+            super::keyed::check_key(&mut report, &at, &resolved, own, is_default);
         }
         report
     }
@@ -347,22 +414,41 @@ fn resolve(own: &RoutePolicyConfig, default: &RoutePolicyConfig) -> EffectivePol
         algorithm: pick(&own.algorithm, &default.algorithm).unwrap_or_default(),
         burst: pick(&own.burst, &default.burst),
         wait: pick(&own.rate_wait, &default.rate_wait),
+        store: pick(&own.store, &default.store).unwrap_or_default(),
     });
     let concurrency =
         on(pick(&own.max_concurrent, &default.max_concurrent)).map(|n| ConcurrencyConfig {
             max_concurrent: n,
             wait: pick(&own.concurrency_wait, &default.concurrency_wait).unwrap_or_default(),
         });
+    let key = on(pick(&own.key, &default.key)).map(|source| KeySpec {
+        source,
+        max_keys: pick(&own.max_keys, &default.max_keys).unwrap_or(crate::keyed::MAX_KEYS),
+        idle: pick(&own.idle, &default.idle).unwrap_or(crate::keyed::IDLE),
+        when_full: pick(&own.when_full, &default.when_full).unwrap_or_default(),
+        overrides: pick(&own.overrides, &default.overrides).unwrap_or_default(),
+        max_concurrent: on(pick(
+            &own.max_concurrent_per_key,
+            &default.max_concurrent_per_key,
+        )),
+    });
     EffectivePolicy {
         breaker: on(pick(&own.breaker, &default.breaker)),
         rate,
         concurrency,
         timeout: on(pick(&own.timeout, &default.timeout)),
         gate: pick(&own.gate, &default.gate).unwrap_or(true),
+        key,
     }
 }
 
-fn push(report: &mut Vec<Violation>, at: &str, key: &str, value: impl ToString, rule: &str) {
+pub(super) fn push(
+    report: &mut Vec<Violation>,
+    at: &str,
+    key: &str,
+    value: impl ToString,
+    rule: &str,
+) {
     report.push(Violation {
         key: format!("{at}.{key}"),
         value: value.to_string(),
@@ -577,6 +663,15 @@ impl StageValue for WindowLimitConfig {
     }
 }
 
+impl StageValue for KeySource {
+    const EXPECTING: &'static str =
+        "a key such as \"header:x-tenant\", \"query:api_key\", \"ip\" or a name, or \"off\"";
+
+    fn from_str<E: de::Error>(v: &str) -> Result<Self, E> {
+        v.parse().map_err(E::custom)
+    }
+}
+
 impl StageValue for u64 {
     const EXPECTING: &'static str = "a whole number, or \"off\"";
 
@@ -669,5 +764,6 @@ macro_rules! stage_serde {
 stage_serde!(BreakerConfig, |s, b| b.serialize(s));
 stage_serde!(WindowLimitConfig, |s, w| s.collect_str(&rate_string(w)));
 stage_serde!(u64, |s, n| s.serialize_u64(*n));
+stage_serde!(KeySource, |s, k| s.collect_str(k));
 stage_serde!(Duration, |s, d| s
     .collect_str(&humantime::format_duration(*d)));

@@ -39,6 +39,19 @@
 //! by the request's deadline: its own ([`Request::with_deadline`](crate::Request::with_deadline))
 //! or `timeout` from its arrival, whichever is earlier. [`Policies::call`] bounds the call too.
 //!
+//! A policy with `key = "header:x-tenant"` (or `"query:api_key"`, `"ip"`, or a name) makes its
+//! rate per key, and may limit each key's calls in flight (`max_concurrent_per_key`): the key is
+//! the request's ([`Request::with_key`](crate::Request::with_key)), filled in from the request's
+//! head by the tower layer; keyless requests share one key. `max_keys`, `idle`, `when_full` and
+//! `overrides` are those of [`crate::keyed`].
+//!
+//! A rate with `store = "redis"` is kept in Redis and shared by every replica built from the
+//! same configuration (feature `redis`, the `[redis]` table: see
+//! [`RedisConfig`] and [`RateStore`]). The asynchronous forms ask
+//! Redis, bounded by the store's deadline; the blocking and non-waiting forms never wait on the
+//! network and decide as while Redis is away (leased tokens, cached refusals, then
+//! `on_store_failure`: by default this node's share of the limit).
+//!
 //! The matcher is built once per configuration: a request's name (its URL path, or
 //! `Interface.method`) is looked up without allocation, an exact pattern in a hash map, then the
 //! prefixes, longest first.
@@ -84,7 +97,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::clock::{Clock, MonotonicClock};
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, RedisConfig};
 use crate::gate::Gate;
 use crate::rejection::Rejection;
 use crate::request::Request;
@@ -92,10 +105,12 @@ use crate::request::Request;
 mod call;
 mod chain;
 mod config;
+mod keyed;
 mod matcher;
 mod permit;
 mod route;
 mod stats;
+mod store;
 
 pub use self::call::PolicyError;
 pub(crate) use self::call::{gate_call, gate_call_blocking};
@@ -103,8 +118,8 @@ pub(crate) use self::call::{gate_call, gate_call_blocking};
 pub(crate) use self::chain::Refusal;
 pub(crate) use self::config::toml_key;
 pub use self::config::{
-    EffectivePolicy, PoliciesConfig, RateAlgorithm, RateSpec, RoutePolicyConfig, Stage,
-    DEFAULT_POLICY,
+    EffectivePolicy, KeySpec, PoliciesConfig, RateAlgorithm, RateSpec, RateStore,
+    RoutePolicyConfig, Stage, DEFAULT_POLICY,
 };
 pub(crate) use self::permit::OnDrop;
 pub use self::permit::PolicyPermit;
@@ -114,14 +129,18 @@ pub use self::stats::{PolicyCounts, RouteStats};
 
 use self::matcher::Matcher;
 use self::route::Route;
+use self::store::StoreEnv;
 
 /// The built policies of one configuration: the routes' stages and the matcher.
 struct Set<C: Clock> {
     config: PoliciesConfig,
+    /// The `[redis]` table and the store of the routes with `store = "redis"`.
+    env: StoreEnv,
     /// `default` first, then the patterns in the config's order.
     routes: Vec<Arc<Route<C>>>,
     matcher: Matcher,
     active: bool,
+    keyed: bool,
 }
 
 impl<C: Clock> Set<C> {
@@ -129,10 +148,12 @@ impl<C: Clock> Set<C> {
     /// effective policy is unchanged.
     fn build(
         config: &PoliciesConfig,
+        redis: Option<&RedisConfig>,
         clock: &C,
         old: Option<&Set<C>>,
+        label: Option<&str>,
     ) -> Result<Self, ConfigError> {
-        let violations = config.violations();
+        let violations = config.violations(redis);
         if !violations.is_empty() {
             return Err(ConfigError::Invalid(violations));
         }
@@ -143,19 +164,22 @@ impl<C: Clock> Set<C> {
                 .map(String::as_str)
                 .filter(|n| *n != DEFAULT_POLICY),
         );
-        let mut routes = Vec::with_capacity(config.routes.len() + 1);
-        for name in names {
-            let Some(policy) = config.resolve(name) else {
-                continue;
-            };
+        let policies: Vec<(&str, EffectivePolicy)> = names
+            .filter_map(|name| config.resolve(name).map(|p| (name, p)))
+            .collect();
+        let in_redis = |p: &EffectivePolicy| p.rate.is_some_and(|r| r.store == RateStore::Redis);
+        let needed = policies.iter().any(|(_, p)| in_redis(p));
+        let (env, redis_kept) = StoreEnv::prepare(redis, needed, old.map(|o| &o.env))?;
+        let mut routes = Vec::with_capacity(policies.len());
+        for (name, policy) in policies {
             let kept = old.and_then(|old| {
-                old.routes
-                    .iter()
-                    .find(|r| &*r.name == name && r.policy == policy)
+                old.routes.iter().find(|r| {
+                    &*r.name == name && r.policy == policy && (redis_kept || !in_redis(&policy))
+                })
             });
             routes.push(match kept {
                 Some(route) => Arc::clone(route),
-                None => Arc::new(Route::build(name, policy, clock.clone())?),
+                None => Arc::new(Route::build(name, policy, clock.clone(), &env, label)?),
             });
         }
         let matcher = Matcher::new(
@@ -167,7 +191,9 @@ impl<C: Clock> Set<C> {
         );
         Ok(Set {
             config: config.clone(),
+            env,
             active: routes.iter().any(|r| r.is_active()),
+            keyed: routes.iter().any(|r| r.keyed),
             routes,
             matcher,
         })
@@ -179,6 +205,10 @@ struct Shared<C: Clock> {
     set: ArcSwap<Set<C>>,
     /// Whether any route does more than the gate alone (read on the gate's `call`).
     active: AtomicBool,
+    /// Whether any route has a `key`.
+    keyed: AtomicBool,
+    /// The gate's metrics label, for the routes' refusal counters.
+    label: Option<Arc<str>>,
 }
 
 /// The per-route policies of a configuration, built: usable alone ([`Policies::call`],
@@ -222,15 +252,36 @@ impl<C: Clock> Policies<C> {
     /// [`ManualClock`](crate::clock::ManualClock) in tests). Fails with the broken rules of
     /// `[policies]`, each naming the route and the key.
     pub fn with_clock(config: &Config, clock: C) -> Result<Self, ConfigError> {
-        Self::from_policies(&config.policies, clock)
+        Self::build(&config.policies, config.redis.as_ref(), clock, None)
     }
 
-    /// [`Policies::with_clock`] from the `[policies]` table alone.
+    /// The policies of a gate: their refusal counters carry the gate's metrics label.
+    pub(crate) fn for_gate(
+        config: &Config,
+        clock: C,
+        label: Option<&str>,
+    ) -> Result<Self, ConfigError> {
+        Self::build(&config.policies, config.redis.as_ref(), clock, label)
+    }
+
+    /// [`Policies::with_clock`] from the `[policies]` table alone (a route with `store =
+    /// "redis"` then uses the Redis store's defaults: `redis://127.0.0.1:6379`, one node).
     pub fn from_policies(policies: &PoliciesConfig, clock: C) -> Result<Self, ConfigError> {
-        let set = Set::build(policies, &clock, None)?;
+        Self::build(policies, None, clock, None)
+    }
+
+    fn build(
+        policies: &PoliciesConfig,
+        redis: Option<&RedisConfig>,
+        clock: C,
+        label: Option<&str>,
+    ) -> Result<Self, ConfigError> {
+        let set = Set::build(policies, redis, &clock, None, label)?;
         Ok(Policies {
             shared: Arc::new(Shared {
                 active: AtomicBool::new(set.active),
+                keyed: AtomicBool::new(set.keyed),
+                label: label.map(Arc::from),
                 set: ArcSwap::from_pointee(set),
                 clock,
             }),
@@ -246,11 +297,15 @@ impl<C: Clock> Policies<C> {
             Err(_) => Policies {
                 shared: Arc::new(Shared {
                     active: AtomicBool::new(false),
+                    keyed: AtomicBool::new(false),
+                    label: None,
                     set: ArcSwap::from_pointee(Set {
                         config: PoliciesConfig::default(),
+                        env: StoreEnv::default(),
                         routes: vec![Arc::new(Route::bare(DEFAULT_POLICY, clock.clone()))],
                         matcher: Matcher::default(),
                         active: false,
+                        keyed: false,
                     }),
                     clock,
                 }),
@@ -279,24 +334,29 @@ impl<C: Clock> Policies<C> {
     /// afresh. Requests in flight release into the stages that admitted them. Invalid policies
     /// are refused and the old ones stay.
     pub fn reload(&self, config: &Config) -> Result<(), ConfigError> {
-        let set = self.prepare(&config.policies)?;
+        let set = self.prepare(config)?;
         self.install(set);
         Ok(())
     }
 
     /// Builds the policies to install (the first half of a reload, which may fail).
-    pub(crate) fn prepare(
-        &self,
-        policies: &PoliciesConfig,
-    ) -> Result<PreparedPolicies<C>, ConfigError> {
+    pub(crate) fn prepare(&self, config: &Config) -> Result<PreparedPolicies<C>, ConfigError> {
         let old = self.shared.set.load();
-        Set::build(policies, &self.shared.clock, Some(&old)).map(PreparedPolicies)
+        Set::build(
+            &config.policies,
+            config.redis.as_ref(),
+            &self.shared.clock,
+            Some(&old),
+            self.shared.label.as_deref(),
+        )
+        .map(PreparedPolicies)
     }
 
     /// Puts prepared policies in force (the second half of a reload, which cannot fail).
     pub(crate) fn install(&self, prepared: PreparedPolicies<C>) {
         let set = prepared.0;
         self.shared.active.store(set.active, Ordering::Relaxed);
+        self.shared.keyed.store(set.keyed, Ordering::Relaxed);
         self.shared.set.store(Arc::new(set));
     }
 
@@ -311,6 +371,12 @@ impl<C: Clock> Policies<C> {
                 .unwrap_or(0)
         };
         Arc::clone(&set.routes[index])
+    }
+
+    /// Whether any route has a `key` (only then does the tower layer look for one).
+    #[cfg(feature = "tower")]
+    pub(crate) fn has_keys(&self) -> bool {
+        self.shared.keyed.load(Ordering::Relaxed)
     }
 
     /// The name of the policy `request` gets: its most specific matching pattern, or `default`.

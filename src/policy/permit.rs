@@ -8,6 +8,7 @@ use crate::breaker::{BreakerPermit, Outcome};
 use crate::clock::{Clock, MonotonicClock, Nanos};
 use crate::deadline::{attribute_drop, Ended, NO_DEADLINE};
 use crate::gate::OwnedPermit;
+use crate::keyed::KeyedConcurrencyPermit;
 use crate::limit::ConcurrencyPermit;
 
 use super::route::Route;
@@ -23,8 +24,8 @@ pub(crate) enum OnDrop {
     Abandoned,
 }
 
-/// An admitted request: it holds the breaker's permit, the concurrency limiter's permit and the
-/// gate's permit (those its policy has), and gives each back exactly once, when it is released.
+/// An admitted request: it holds the breaker's permit, the concurrency limiters' permits (the
+/// route's and its key's) and the gate's permit (those its policy has), and gives each back exactly once, when it is released.
 ///
 /// Report how the call went with [`success`](PolicyPermit::success),
 /// [`failure`](PolicyPermit::failure), [`ignore`](PolicyPermit::ignore) or
@@ -38,6 +39,7 @@ pub struct PolicyPermit<C: Clock = MonotonicClock> {
     // Released in this order: the gate first (the server's slot), then the route's own.
     pub(crate) gate: Option<OwnedPermit<C>>,
     pub(crate) concurrency: Option<ConcurrencyPermit<C>>,
+    pub(crate) key_slot: Option<KeyedConcurrencyPermit>,
     pub(crate) breaker: Option<BreakerPermit<C>>,
     pub(crate) route: Arc<Route<C>>,
     pub(crate) deadline: Nanos,
@@ -131,6 +133,7 @@ impl<C: Clock> PolicyPermit<C> {
             }
         }
         drop(self.concurrency.take());
+        drop(self.key_slot.take());
         if let Some(breaker) = self.breaker.take() {
             match ending {
                 Ending::Succeeded => breaker.success(),

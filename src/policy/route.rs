@@ -11,9 +11,13 @@ use crate::limit::{
     WaitConfig, Waiting,
 };
 use crate::rejection::Rejection;
+use crate::request::Request;
 
-use super::config::{EffectivePolicy, LimiterConfig, RateAlgorithm};
-use super::stats::{Counts, RouteStats};
+use super::config::{EffectivePolicy, LimiterConfig, RateAlgorithm, RateSpec, RateStore};
+use super::keyed::{key_concurrency, KeyedRate};
+use super::stats::{Counts, RouteStats, StageKind};
+use super::store::StoreEnv;
+use crate::keyed::KeyedConcurrency;
 
 /// A policy's rate limiter: one of the algorithms, behind one type.
 #[derive(Debug)]
@@ -59,6 +63,28 @@ impl<C: Clock> Limiter for RateLimiter<C> {
     }
 }
 
+/// A route's rate stage: a limiter in this process, or a limit kept in Redis.
+#[derive(Debug)]
+pub(crate) enum RateStage<C: Clock> {
+    /// One limiter for the whole route, in this process.
+    Local(Waiting<RateLimiter<C>>),
+    /// One limit per key, in this process.
+    Keyed(super::keyed::KeyedRate<C>),
+    /// One limit for the route, shared by every replica through Redis.
+    #[cfg(feature = "redis")]
+    Redis(super::store::RedisStage),
+}
+
+impl<C: Clock> RateStage<C> {
+    /// Requests waiting for a token now.
+    pub(crate) fn waiters(&self) -> usize {
+        match self {
+            RateStage::Local(rate) => rate.waiters(),
+            _ => 0,
+        }
+    }
+}
+
 /// A route's policy with its stages built.
 #[derive(Debug)]
 pub(crate) struct Route<C: Clock> {
@@ -66,13 +92,23 @@ pub(crate) struct Route<C: Clock> {
     pub(crate) policy: EffectivePolicy,
     pub(crate) clock: C,
     pub(crate) breaker: Option<Breaker<C>>,
-    pub(crate) rate: Option<Waiting<RateLimiter<C>>>,
+    pub(crate) rate: Option<RateStage<C>>,
     pub(crate) concurrency: Option<ConcurrencyLimiter<C>>,
+    /// Calls of one key running at once (`max_concurrent_per_key`).
+    pub(crate) key_concurrency: Option<KeyedConcurrency<String>>,
+    /// Whether the rate and the concurrency are per key (the policy has a `key`).
+    pub(crate) keyed: bool,
     /// The deadline from arrival, in nanoseconds.
     pub(crate) timeout: Option<Nanos>,
     pub(crate) gate: bool,
     pub(crate) counts: Counts,
+    /// The refusal counters, registered when the route was built.
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics: crate::observe::RouteMetrics,
 }
+
+/// The one key of a route's rate kept in Redis when it is not per key.
+const ROUTE_KEY: &str = "*";
 
 /// No waiting for the rate's tokens: the default when a policy sets no `rate_wait`.
 const NO_WAIT: WaitConfig = WaitConfig {
@@ -89,6 +125,8 @@ impl<C: Clock> Route<C> {
         name: &str,
         policy: EffectivePolicy,
         clock: C,
+        env: &StoreEnv,
+        label: Option<&str>,
     ) -> Result<Self, ConfigError> {
         let at = format!("policies.{}", super::config::toml_key(name));
         let fail = |key: &str, error: &dyn std::fmt::Display| {
@@ -106,8 +144,14 @@ impl<C: Clock> Route<C> {
             ),
             None => None,
         };
-        let rate = match &policy.rate {
-            Some(spec) => {
+        let rate = match (&policy.rate, &policy.key) {
+            (Some(spec), _) if spec.store == RateStore::Redis => {
+                Some(Self::redis_rate(name, spec, env).map_err(|rule| fail("store", &rule))?)
+            }
+            (Some(_), Some(key)) => Some(RateStage::Keyed(
+                KeyedRate::build(&policy, key, clock.clone()).map_err(|e| fail("key", &e))?,
+            )),
+            (Some(spec), None) => {
                 let c = clock.clone();
                 let limiter = match spec.limiter() {
                     LimiterConfig::Gcra(g) => Gcra::new(g, c).map(RateLimiter::Gcra),
@@ -128,8 +172,12 @@ impl<C: Clock> Route<C> {
                 .map_err(|e| fail("rate", &e))?;
                 let waiting = Waiting::new(limiter, spec.wait.unwrap_or(NO_WAIT))
                     .map_err(|e| fail("rate_wait", &e))?;
-                Some(waiting)
+                Some(RateStage::Local(waiting))
             }
+            (None, _) => None,
+        };
+        let key_concurrency = match &policy.key {
+            Some(key) => key_concurrency(key, fail)?,
             None => None,
         };
         let concurrency = match &policy.concurrency {
@@ -139,8 +187,11 @@ impl<C: Clock> Route<C> {
             ),
             None => None,
         };
-        Ok(Route {
+        #[cfg_attr(not(feature = "metrics"), allow(unused_mut))]
+        let mut route = Route {
             name: Arc::from(name),
+            keyed: policy.key.is_some(),
+            key_concurrency,
             timeout: policy.timeout.map(duration_to_nanos),
             gate: policy.gate,
             policy,
@@ -149,7 +200,87 @@ impl<C: Clock> Route<C> {
             rate,
             concurrency,
             counts: Counts::default(),
-        })
+            #[cfg(feature = "metrics")]
+            metrics: crate::observe::RouteMetrics::none(name, label),
+        };
+        #[cfg(feature = "metrics")]
+        if route.is_active() {
+            route.metrics = route.register_metrics(label);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = label;
+        Ok(route)
+    }
+
+    /// Registers the counters of the refusals this route's stages give.
+    #[cfg(feature = "metrics")]
+    fn register_metrics(&self, label: Option<&str>) -> crate::observe::RouteMetrics {
+        use crate::rejection::RejectReason::*;
+        let rate: &[_] = match (&self.rate, self.policy.rate.map(|r| r.algorithm)) {
+            (Some(RateStage::Local(_)), Some(RateAlgorithm::Quota)) => &[QuotaExhausted],
+            (Some(RateStage::Local(_)), _)
+                if self
+                    .policy
+                    .rate
+                    .and_then(|r| r.wait)
+                    .is_some_and(|w| w.max_waiters > 0) =>
+            {
+                &[RateLimited, TooManyWaiters, DeadlineExceeded]
+            }
+            (Some(_), _) => &[RateLimited],
+            (None, _) => &[],
+        };
+        let stages: [(StageKind, bool, &[_]); 6] = [
+            (StageKind::Arrival, true, &[DeadlineExceeded, Cancelled]),
+            (StageKind::Breaker, self.breaker.is_some(), &[CircuitOpen]),
+            (StageKind::Rate, self.rate.is_some(), rate),
+            (
+                StageKind::KeyConcurrency,
+                self.key_concurrency.is_some(),
+                &[ConcurrencyLimited],
+            ),
+            (
+                StageKind::Concurrency,
+                self.concurrency.is_some(),
+                &[ConcurrencyLimited, TooManyWaiters, DeadlineExceeded],
+            ),
+            (
+                StageKind::Gate,
+                self.gate,
+                &[InFlightCeiling, MemoryCeiling, RateLimited, TooManyWaiters],
+            ),
+        ];
+        let expected: Vec<(usize, &[_])> = stages
+            .iter()
+            .filter(|(_, present, _)| *present)
+            .map(|&(stage, _, reasons)| (stage.index(), reasons))
+            .collect();
+        crate::observe::RouteMetrics::register(&self.name, label, &expected)
+    }
+
+    /// Counts a refusal by `stage` for `reason` (and publishes it, with the `metrics` feature).
+    pub(crate) fn refused(&self, stage: StageKind, reason: crate::rejection::RejectReason) {
+        self.counts.refuse(stage, reason);
+        #[cfg(feature = "metrics")]
+        self.metrics.refused(stage.index(), reason);
+    }
+
+    /// The route's rate kept in Redis, on the set's store.
+    #[cfg(feature = "redis")]
+    fn redis_rate(name: &str, spec: &RateSpec, env: &StoreEnv) -> Result<RateStage<C>, String> {
+        let store = env
+            .store
+            .as_ref()
+            .ok_or("no Redis store was made for this route")?;
+        super::store::RedisStage::new(store, name, spec, env.config.as_ref())
+            .map(RateStage::Redis)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Without the feature the configuration's validation refuses `store = "redis"`.
+    #[cfg(not(feature = "redis"))]
+    fn redis_rate(_: &str, _: &RateSpec, _: &StoreEnv) -> Result<RateStage<C>, String> {
+        Err("needs the `redis` feature of sluicegate".to_owned())
     }
 
     /// A route with no stage, no timeout and the gate on.
@@ -161,9 +292,23 @@ impl<C: Clock> Route<C> {
             breaker: None,
             rate: None,
             concurrency: None,
+            key_concurrency: None,
+            keyed: false,
             timeout: None,
             gate: true,
             counts: Counts::default(),
+            #[cfg(feature = "metrics")]
+            metrics: crate::observe::RouteMetrics::none(name, None),
+        }
+    }
+
+    /// The key `request` counts under: its own for a route with a `key` (the empty key, shared
+    /// by every keyless request, if it has none), the route's one key otherwise.
+    pub(crate) fn key_of<'r>(&self, request: &Request<'r>) -> &'r str {
+        if self.keyed {
+            request.key().unwrap_or("")
+        } else {
+            ROUTE_KEY
         }
     }
 
@@ -173,6 +318,7 @@ impl<C: Clock> Route<C> {
         self.breaker.is_some()
             || self.rate.is_some()
             || self.concurrency.is_some()
+            || self.key_concurrency.is_some()
             || self.timeout.is_some()
             || !self.gate
     }
@@ -185,6 +331,11 @@ impl<C: Clock> Route<C> {
             waiting: (self.rate.as_ref().map_or(0, |r| r.waiters())
                 + self.concurrency.as_ref().map_or(0, |c| c.waiters())) as u64,
             breaker: self.breaker.as_ref().map(|b| b.state()),
+            keys: match (&self.rate, &self.key_concurrency) {
+                (Some(RateStage::Keyed(rate)), _) => Some(rate.keys()),
+                (_, Some(slots)) => Some(slots.len()),
+                _ => None,
+            },
             counts: self.counts.read(),
         }
     }

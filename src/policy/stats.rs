@@ -14,8 +14,25 @@ pub(crate) enum StageKind {
     Arrival,
     Breaker,
     Rate,
+    /// The per-key concurrency limit (`max_concurrent_per_key`).
+    KeyConcurrency,
     Concurrency,
     Gate,
+}
+
+impl StageKind {
+    /// Its number among the stages of `observe`'s refusal counters (the order of the chain).
+    #[cfg(feature = "metrics")]
+    pub(crate) fn index(self) -> usize {
+        match self {
+            StageKind::Arrival => 0,
+            StageKind::Breaker => 1,
+            StageKind::Rate => 2,
+            StageKind::KeyConcurrency => 3,
+            StageKind::Concurrency => 4,
+            StageKind::Gate => 5,
+        }
+    }
 }
 
 /// How an admitted call ended.
@@ -70,7 +87,7 @@ impl Counts {
             }
             (_, StageKind::Breaker) => &self.circuit_open,
             (_, StageKind::Rate) => &self.rate_limited,
-            (_, StageKind::Concurrency) => &self.concurrency_limited,
+            (_, StageKind::Concurrency | StageKind::KeyConcurrency) => &self.concurrency_limited,
             (_, StageKind::Gate | StageKind::Arrival) => &self.gate_refused,
         });
     }
@@ -125,7 +142,7 @@ pub struct PolicyCounts {
     pub circuit_open: u64,
     /// Refused by the rate limit (`RateLimited`, `QuotaExhausted`, `ExceedsCapacity`).
     pub rate_limited: u64,
-    /// Refused by the concurrency limit (`ConcurrencyLimited`).
+    /// Refused by the concurrency limit, the route's or its key's (`ConcurrencyLimited`).
     pub concurrency_limited: u64,
     /// Refused because the rate's or the concurrency's queue was full (`TooManyWaiters`).
     pub too_many_waiters: u64,
@@ -195,6 +212,9 @@ pub struct RouteStats {
     pub waiting: u64,
     /// Where the breaker stands, if it has one.
     pub breaker: Option<State>,
+    /// Keys held by the per-key rate kept in this process, or else by the per-key concurrency
+    /// limit, if the policy has a `key`.
+    pub keys: Option<usize>,
     /// What it has decided so far.
     pub counts: PolicyCounts,
 }

@@ -84,6 +84,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod cluster;
 mod engine;
 pub mod family;
 pub mod grid;

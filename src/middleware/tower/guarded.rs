@@ -14,6 +14,7 @@ use http::StatusCode;
 use tower_service::Service;
 
 use super::body::SluiceBody;
+use super::key;
 use super::layer::{is_failure, FailureRule};
 use super::response::{is_grpc, is_rate, refusal, Quota};
 use super::service::{Exchange, Holding};
@@ -73,18 +74,30 @@ impl<C: Clock> Exchange<C> {
     {
         let (parts, body) = request.into_parts();
         let cancel = parts.extensions.get::<Cancel>().cloned();
+        let policies = self.gate.policies();
+        let extracted;
         let decided = {
             let mut gated = match &self.classify {
                 None => Request::url(parts.uri.path()),
                 Some(classify) => classify(&parts),
             };
+            if gated.key().is_none() && policies.has_keys() {
+                let route = policies.route_for(&gated);
+                extracted = route
+                    .policy
+                    .key
+                    .as_ref()
+                    .and_then(|k| key::extract(&parts, &k.source));
+                if let Some(key) = extracted.as_deref() {
+                    gated = gated.with_key(key);
+                }
+            }
             if let Some(at) = deadline {
                 gated = gated.with_deadline_before(at);
             }
             if let Some(cancel) = &cancel {
                 gated = gated.with_cancel(cancel);
             }
-            let policies = self.gate.policies();
             policies
                 .admit(&gated, Some(&self.gate), OnDrop::Abandoned)
                 .await

@@ -45,7 +45,10 @@
 //! ends its wait or its handler with **408** (gRPC `CANCELLED`, 1). Neither carries `Retry-After`.
 //! The handler's future is dropped after its permit is released, and a 4xx answer is ignored by
 //! the breaker (the caller's mistake). Without policies, deadline or signal, the exchange is the
-//! gate alone, as above.
+//! gate alone, as above. A policy with `key = "header:<name>"`, `"query:<name>"` or `"ip"` gets
+//! its per-key limits' key from the request's head (`ip` from a `SocketAddr` or `IpAddr` in its
+//! extensions); a key the classifier sets ([`Request::with_key`](crate::Request::with_key))
+//! comes first.
 //!
 //! **Which request is it?** By default the gate sees `Request::url(path)`, borrowing the path from
 //! the request (no copy), and classifies it through its own `[routes]` table.
@@ -88,6 +91,7 @@ mod body;
 mod classify;
 mod future;
 mod guarded;
+mod key;
 mod layer;
 mod response;
 mod service;

@@ -207,6 +207,22 @@ impl RedisLimiter {
         self.finish(key, n, now, refill, verdict)
     }
 
+    /// Decides without a round trip to Redis: tokens this node has leased, a refusal it has
+    /// cached, and otherwise what `on_store_failure` says, as while Redis is away. For callers
+    /// that must not wait on the network (a blocking thread, a decision that may not wait).
+    pub fn try_acquire_local(&self, key: &str, n: u64) -> Result<(), Rejection> {
+        let now = self.inner.clock.now();
+        match self.first(key, n, now) {
+            First::Decided(result) => result,
+            First::Remote { refill, .. } => {
+                if refill {
+                    self.inner.keys.with(key, |state| state.refilling = false);
+                }
+                self.fallback(key, n, now)
+            }
+        }
+    }
+
     /// Decides every `(key, n)` as [`try_acquire`](Self::try_acquire) would, in one round trip
     /// to Redis for all those that need one (a pipeline). Each decision is independent: a
     /// refusal of one does not give back what the others took.
