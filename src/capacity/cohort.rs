@@ -27,6 +27,10 @@ pub(crate) const RING: u64 = 4096;
 /// ended: long enough for the usual tail, short enough to see a stall within a few latencies.
 pub(crate) const HORIZON: f64 = 4.0;
 
+/// A cohort with no more than this share of its requests still out is judged at once: the tail
+/// of a service's own latencies (the slowest twentieth) would otherwise set the pace of learning.
+pub(crate) const OUT_SHARE: f64 = 0.05;
+
 /// Bits of a ledger word that hold the sum of levels; the count of requests takes the rest.
 const LEVEL_BITS: u32 = 44;
 const LEVEL_MASK: u64 = (1 << LEVEL_BITS) - 1;
@@ -148,7 +152,12 @@ impl Cohorts {
             let b = self.next;
             let end = (b + 1) * BUCKET;
             let old = horizon.is_some_and(|h| end.saturating_add(h) <= now);
-            if count > 0 && !old {
+            let back: f64 = match self.open.front() {
+                Some(o) if o.bucket == b => o.returned.iter().map(|(_, s)| s.n).sum(),
+                _ => 0.0,
+            };
+            let nearly = (count as f64) <= OUT_SHARE * (back + count as f64);
+            if count > 0 && !old && !nearly {
                 break;
             }
             if self.open.front().is_some_and(|o| o.bucket == b) {
@@ -212,6 +221,30 @@ mod tests {
         c.add(2_000, 2, 900);
         c.judge(BUCKET + 2, None, &mut bands);
         assert!(bands.any_with(1.0));
+    }
+
+    #[test]
+    fn a_cohort_with_a_twentieth_still_out_is_judged_without_waiting_for_its_tail() {
+        let ledger = Ledger::default();
+        let mut c = Cohorts::default();
+        let mut bands = Bands::default();
+        for i in 0..20 {
+            ledger.enter(i, 3);
+        }
+        for i in 0..19 {
+            ledger.leave(i, 3);
+        }
+        let now = BUCKET + 1;
+        c.read_ledger(&ledger, now);
+        for i in 0..19 {
+            c.add(i, 3, 1_000);
+        }
+        c.judge(now, None, &mut bands);
+        let mut pts = Vec::new();
+        bands.points(1.0, &mut pts);
+        // The nineteen back, and the one still out with what it waited.
+        assert_eq!(pts.len(), 1);
+        assert_eq!(pts[0].n, 20.0);
     }
 
     #[test]
