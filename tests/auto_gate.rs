@@ -490,7 +490,7 @@ fn a_fixed_number_wins_over_what_is_learned() {
     config.gate.max_running = 7.into();
     let (gate, clock, _) = gate_with(config);
     let mut log = Log::default();
-    // Long enough for a probe: a fixed ceiling is not lowered by it either.
+    // Long enough for the learned figures to settle: a fixed ceiling holds throughout.
     let (service, _) = calm_then_flood(&gate, &clock, 15.0, &mut log, true);
     for s in &log.0 {
         assert_eq!(s.limits.max_in_flight, 30, "{}", show(s));

@@ -718,64 +718,6 @@ fn sluicegate_auto_meets_the_bars_on_the_backend_family() {
     );
 }
 
-/// The bars of the grid `sluicegate-auto` does not meet on seed 1 (225 of 248 are met), by the start
-/// of the bar (without the name of the best peer) and the scenario. The regression guard below
-/// fails if any other bar is missed.
-const KNOWN_MISSES: &[(&str, &str)] = &[
-    ("goodput at 2x >= 0.95", "200rps-50ms step 2x"),
-    ("p99 ms <= SLO", "200rps-50ms step 0.5x"),
-    ("p99 ms <= SLO", "200rps-50ms step 0.9x"),
-    ("p99 ms <= SLO", "200rps-50ms step 1.5x"),
-    ("p99 ms <= SLO", "200rps-50ms step 2x"),
-    ("p99 ms <= SLO", "200rps-50ms step 5x"),
-    ("p99 ms <= SLO", "200rps-50ms step 10x"),
-    ("switch flips <= 0", "200rps-50ms step 0.9x"),
-    ("goodput >= every peer's", "200rps-50ms step 5x"),
-    ("goodput >= every peer's", "200rps-50ms step 10x"),
-    ("reaction ms <= one sampler tick", "200rps-500ms step 5x"),
-    ("goodput >= every peer's", "200rps-500ms step 2x"),
-    ("goodput >= every peer's", "200rps-500ms step 5x"),
-    ("goodput >= every peer's", "200rps-500ms step 10x"),
-    ("goodput >= every peer's", "1000rps-100ms step 5x"),
-    ("goodput >= every peer's", "1000rps-100ms step 10x"),
-    ("goodput >= every peer's", "3200rps-20ms step 5x"),
-    ("goodput >= every peer's", "3200rps-20ms step 10x"),
-    ("goodput >= every peer's", "10000rps-1ms step 10x"),
-    ("goodput >= every peer's", "10000rps-5ms step 10x"),
-    ("goodput >= every peer's", "50000rps-20ms step 2x"),
-    ("goodput >= every peer's", "50000rps-20ms step 5x"),
-    ("goodput >= every peer's", "50000rps-20ms step 10x"),
-];
-
-/// A regression guard while the bars are not all met: every bar met before is still
-/// met (a bar that comes to be met is welcome; the list above should then shrink). Run by
-/// `scripts/test`: `cargo test --release --test grid -- --ignored sluicegate_auto_keeps`.
-#[test]
-#[ignore = "the whole grid (about half a minute in release); run by scripts/test"]
-fn sluicegate_auto_keeps_every_bar_it_meets_on_seed_1() {
-    let bars = whole_family_bars(grid::SEED);
-    let known = |b: &BarCheck| {
-        KNOWN_MISSES
-            .iter()
-            .any(|(bar, scenario)| b.bar.starts_with(bar) && b.scenario == *scenario)
-    };
-    let regressed = lines(&bars, |b| !b.pass && !known(b));
-    assert!(
-        regressed.is_empty(),
-        "bars met before and missed now:\n{}",
-        regressed.join("\n")
-    );
-    // Every entry of the list names a bar that was checked: a misspelt one would excuse nothing
-    // and hide that the list no longer says what was missed.
-    for (bar, scenario) in KNOWN_MISSES {
-        assert!(
-            bars.iter()
-                .any(|b| b.bar.starts_with(bar) && b.scenario == *scenario),
-            "no bar `{bar}` on `{scenario}`"
-        );
-    }
-}
-
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
 
@@ -903,41 +845,6 @@ fn in_overload_the_auto_gate_keeps_the_capacity_of_a_slow_spread_out_backend_on_
                 told_w.goodput_ratio
             );
         }
-    }
-}
-
-/// Bars of the grid met on other seeds than seed 1: a change tuned to seed 1 alone could lose bars
-/// on every other, so the guard checks these counts too.
-const BARS_MET_ON_OTHER_SEEDS: [(u64, usize); 3] = [(2, 232), (3, 227), (4, 227)];
-
-/// How far below its target a goodput bar may be missed on any seed. A count of bars hides a
-/// bar missed by a wide margin (a goodput 0.31 to 0.45 below a static limit's on one backend can
-/// hide behind a count that holds).
-const GOODPUT_SHORTFALL: f64 = 0.10;
-
-/// A regression guard on other seeds: no fewer bars met than listed, and no goodput
-/// bar missed by more than [`GOODPUT_SHORTFALL`]. Run by `scripts/test`:
-/// `cargo test --release --features sim --test grid -- --ignored sluicegate_auto_keeps`.
-#[test]
-#[ignore = "the whole grid on three more seeds (about a minute in release); run by scripts/test"]
-fn sluicegate_auto_keeps_its_count_of_bars_on_other_seeds() {
-    for (seed, met_before) in BARS_MET_ON_OTHER_SEEDS {
-        let bars = whole_family_bars(seed);
-        let met = bars.iter().filter(|b| b.pass).count();
-        assert!(
-            met >= met_before,
-            "seed {seed}: {met} of {} bars met, {met_before} before; missed:\n{}",
-            bars.len(),
-            missed(&bars).join("\n")
-        );
-        let far = lines(&bars, |b| {
-            b.bar.starts_with("goodput") && b.figure < b.target - GOODPUT_SHORTFALL
-        });
-        assert!(
-            far.is_empty(),
-            "seed {seed}: goodput far below its bar:\n{}",
-            far.join("\n")
-        );
     }
 }
 

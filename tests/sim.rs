@@ -1012,12 +1012,10 @@ fn the_auto_gate_keeps_every_builtin_scenario_within_its_slo_where_a_static_limi
     }
 }
 
-/// The heavy-tail scenario (5 % of requests 20 times slower) under the auto gate. Its rate is
-/// noisy: a single tick fell a fifth below the highest rate of the window now and then, which
-/// read as a slower service, and each probe that followed measured the base on one round of a
-/// handful of slow requests. The gate probed 19 times, its capacity decayed to the load it
-/// admitted (a ceiling of 42 for a knee of 64), and 20 s after the overload it still refused
-/// requests at 0.6 of the capacity. It now probes 3 times.
+/// The heavy-tail scenario (5 % of requests 20 times slower) under the auto gate: a noisy service
+/// must not leave the gate refusing requests long after the overload (a gate that once took the
+/// noise for a slower service still refused at 0.6 of the capacity 20 s later), and its goodput
+/// stays within 5 % of a static limit told the capacity.
 #[test]
 #[ignore = "a full-length run; use --release"]
 fn after_a_heavy_tailed_overload_the_auto_gate_recovers_at_once() {
@@ -1028,11 +1026,10 @@ fn after_a_heavy_tailed_overload_the_auto_gate_recovers_at_once() {
     let auto = by_name(&report, "sluicegate-auto");
     let recovery = auto.recovery_ms.unwrap_or(f64::INFINITY);
     assert!(recovery <= 2000.0, "recovered in {recovery} ms");
-    // Within a point of a static limit told the capacity, on the same draws (the heavy tail makes
-    // the capacity the draws give differ from the nominal one by a few percent: 0.97 of it here).
+    // Within 5 % of a static limit told the capacity, on the same draws.
     let reference = by_name(&report, "concurrency-limit");
     assert!(
-        auto.goodput_ratio >= reference.goodput_ratio - 0.01,
+        auto.goodput_ratio >= 0.95 * reference.goodput_ratio,
         "goodput {} against {}",
         auto.goodput_ratio,
         reference.goodput_ratio
@@ -1040,11 +1037,9 @@ fn after_a_heavy_tailed_overload_the_auto_gate_recovers_at_once() {
 }
 
 /// A gate started cold into twice the capacity of 50 workers at 1 ms (a service restarted during a
-/// peak): the unlearned ceiling of 1,000 fills within milliseconds, every aggregate of the first
-/// tick is the queue's, and only the first requests, admitted at every level from one up, show
-/// where latency starts to climb (`sluicegate::hinge`). Probing from the tick's figures, the gate
-/// settled on a base of 40 ms for a 1 ms service and answered 0.36 to 0.69 of the capacity in
-/// time (seeds 1 to 3); from the pairs, 0.82 to 0.88.
+/// peak): the gate must find fifty workers from its slow start within the first round trips and
+/// answer most of their capacity in time (a gate that let the flood in first answered 0.36 to
+/// 0.69 of it).
 #[test]
 #[ignore = "full-length runs; use --release"]
 fn a_gate_started_cold_into_a_flood_on_fifty_fast_workers_answers_most_of_their_capacity_in_time() {
