@@ -5,6 +5,7 @@
 //! any other request.
 
 use super::*;
+use crate::config::GateConfig;
 
 impl<C: Clock> Inner<C> {
     pub(super) fn drain_buckets(&self, now: Nanos) {
@@ -240,16 +241,13 @@ impl<C: Clock> Inner<C> {
             .store(level(g.max_memory_ratio), Ordering::Relaxed);
     }
 
-    /// Turns the learned figures into the limits in force (fixed values win; bounds apply).
-    pub(super) fn apply_learned(&self, settings: &Settings, m: &mut Monitor) {
-        let g = &settings.config.gate;
-        let learned = m.learned;
-        let hot = &self.hot;
-        let unlearned = Thresholds::unlearned(&settings.config);
+    /// The switch's thresholds and the whole gate's rate from the learned figures (fixed values
+    /// win; bounds apply).
+    fn learned_thresholds(g: &GateConfig, learned: &Learned, unlearned: Thresholds) -> Thresholds {
         let base = learned.base_latency.map(duration_to_nanos);
         // The capacity is known only with a knee, so it was seen saturated.
         let room = 1.0 + HEADROOM;
-        m.thresholds = Thresholds {
+        Thresholds {
             max_running: learned
                 .knee
                 .map_or(unlearned.max_running, |k| g.max_running.clamp(k)),
@@ -266,26 +264,37 @@ impl<C: Clock> Inner<C> {
             whole_rate: learned
                 .capacity
                 .map_or(unlearned.whole_rate, |c| g.max_qps.clamp(c * room)),
-        };
+        }
+    }
+
+    /// The rate of the non-urgent floor. It keeps non-urgent work alive, never a share of the
+    /// service that could sink it: on a service whose capacity is below `non_urgent_qps` it would
+    /// be an overload of its own. Only where the gate learns its rate: a fixed `max_qps` keeps the
+    /// configured trickle. Before a knee shows, the capacity is at most what the ceiling lets
+    /// through at the base latency.
+    fn floor_rate(g: &GateConfig, learned: &Learned) -> f64 {
+        let bound = learned.capacity.or_else(|| {
+            let base = learned.base_latency?.as_secs_f64();
+            let ceiling = learned.ceiling? as f64;
+            (base > 0.0).then(|| ceiling / base)
+        });
+        match bound {
+            Some(c) if g.max_qps.is_auto() => g.non_urgent_qps.min(FLOOR_SHARE * c),
+            _ => g.non_urgent_qps,
+        }
+    }
+
+    /// Turns the learned figures into the limits in force (fixed values win; bounds apply).
+    pub(super) fn apply_learned(&self, settings: &Settings, m: &mut Monitor) {
+        let g = &settings.config.gate;
+        let learned = m.learned;
+        let hot = &self.hot;
+        m.thresholds =
+            Self::learned_thresholds(g, &learned, Thresholds::unlearned(&settings.config));
         if g.max_qps.is_auto() {
             hot.set_whole_rate(m.thresholds.whole_rate, g.burst);
         }
-        // The non-urgent floor keeps non-urgent work alive, never a share of the service that
-        // could sink it: on a service whose capacity is below `non_urgent_qps` it would be an
-        // overload of its own.
-        // Measured figures count here even before they settle: they only ever lower the floor.
-        // Only where the gate learns its rate: a fixed `max_qps` keeps the configured trickle.
-        // Before a knee shows, the capacity is at most what the ceiling lets through at the base
-        // latency: a floor above that would be an overload of its own.
-        let bound = m.learned.capacity.or_else(|| {
-            let base = m.learned.base_latency?.as_secs_f64();
-            let ceiling = m.learned.ceiling? as f64;
-            (base > 0.0).then(|| ceiling / base)
-        });
-        let floor_rate = match bound {
-            Some(c) if g.max_qps.is_auto() => g.non_urgent_qps.min(FLOOR_SHARE * c),
-            _ => g.non_urgent_qps,
-        };
+        let floor_rate = Self::floor_rate(g, &learned);
         if floor_rate < g.non_urgent_qps || hot.learning.load(Ordering::Relaxed) {
             hot.non_urgent_bucket
                 .store(&BucketParams::with_burst(floor_rate, g.burst));

@@ -142,6 +142,18 @@ pub(super) fn check_key(
              `retry_after`; remove `rate_wait`",
         );
     }
+    check_key_store(report, at, own, key, rate, where_);
+}
+
+/// The rules of a per-key rate that depend on where it is kept.
+fn check_key_store(
+    report: &mut Vec<Violation>,
+    at: &str,
+    own: &RoutePolicyConfig,
+    key: &crate::policy::KeySpec,
+    rate: &crate::policy::RateSpec,
+    where_: &str,
+) {
     match rate.store {
         RateStore::Redis if !key.overrides.is_empty() => push(
             report,
