@@ -76,7 +76,7 @@
 //! latency below it the base latency, their quotient the capacity. Then:
 //! * **The in-flight ceiling sits just above the knee** (10 % and half its square root), so a
 //!   flood is stopped on the request that crosses it (no waiting for a latency signal) while the
-//!   service keeps a short queue and never idles. Until a knee shows, the ceiling starts at two
+//!   service keeps a short queue and never idles. Until a knee shows, the ceiling starts at eight
 //!   requests and grows by the answers that come back without a queue, about doubling per round
 //!   trip: a cold gate protects from its first request, and a big service is found in a few
 //!   round trips. Held there, latency stays below the switch's threshold: the switch turns on

@@ -367,7 +367,7 @@ fn at_usual_load_nothing_is_refused_once_the_slow_start_is_over_and_the_switch_s
     let mut service = Service::new(&gate, &clock, WORKERS, SERVICE);
     let mut streams = one_stream(CALM);
     let mut log = Log::default();
-    // A cold gate starts at two requests in flight and grows per round trip: the first second
+    // A cold gate starts at eight requests in flight and grows per round trip: the first second
     // may refuse; after it, nothing is.
     service.run(&mut streams, 1.0, log.keep());
     let warm = gate.snapshot().counters.refused();
@@ -990,11 +990,11 @@ fn a_request_refused_at_the_ceiling_with_the_switch_on_gives_its_token_back() {
 // ---------------------------------------------------------------- slow start
 
 #[test]
-fn a_cold_gate_admits_two_requests_in_flight_before_anything_is_answered() {
+fn a_cold_gate_admits_eight_requests_in_flight_before_anything_is_answered() {
     let (gate, _clock, _) = gate_with(Config::default());
     let request = Request::url("/x");
-    let held = hold(&gate, &request, 2);
-    let refused = gate.try_acquire(&request).expect_err("a third in flight");
+    let held = hold(&gate, &request, 8);
+    let refused = gate.try_acquire(&request).expect_err("a ninth in flight");
     assert_eq!(refused.reason, RejectReason::InFlightCeiling);
     assert!(refused.retry_after.is_some());
     drop(held);
@@ -1002,10 +1002,10 @@ fn a_cold_gate_admits_two_requests_in_flight_before_anything_is_answered() {
 
 #[test]
 fn refusals_alone_never_raise_the_ceiling() {
-    // A flood that nothing answers: the two requests in flight never come back.
+    // A flood that nothing answers: the eight requests in flight never come back.
     let (gate, clock, _) = gate_with(Config::default());
     let request = Request::url("/x");
-    let held = hold(&gate, &request, 2);
+    let held = hold(&gate, &request, 8);
     for _ in 0..100 {
         for _ in 0..50 {
             assert!(gate.try_acquire(&request).is_err());
@@ -1013,9 +1013,9 @@ fn refusals_alone_never_raise_the_ceiling() {
         clock.advance(ms(10));
     }
     let s = gate.snapshot();
-    assert_eq!(s.in_flight, 2, "{}", show(&s));
-    assert_eq!(s.learned.ceiling, Some(2), "{}", show(&s));
-    assert_eq!(s.limits.shared_in_flight, 2, "{}", show(&s));
+    assert_eq!(s.in_flight, 8, "{}", show(&s));
+    assert_eq!(s.learned.ceiling, Some(8), "{}", show(&s));
+    assert_eq!(s.limits.shared_in_flight, 8, "{}", show(&s));
     drop(held);
 }
 
@@ -1042,7 +1042,7 @@ fn answers_at_base_latency_while_the_ceiling_binds_double_it_about_every_round_t
     let trace = format!("ceilings {ceilings:?} in flight {peaks:?}");
     for i in 1..ceilings.len() {
         assert!(ceilings[i] >= ceilings[i - 1], "the ceiling fell: {trace}");
-        let most = peaks[..i].iter().max().copied().unwrap_or(0).max(2);
+        let most = peaks[..i].iter().max().copied().unwrap_or(0).max(8);
         assert!(
             ceilings[i] <= 2 * most,
             "past twice the level seen: {trace}"
