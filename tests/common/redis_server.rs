@@ -68,7 +68,12 @@ impl RedisServer {
                 Err(e) => last = e,
             }
         }
-        panic!("could not start redis-server: {last}");
+        let tls = if tls.is_some() {
+            " with TLS (it must be built with TLS, as Debian's redis-server is)"
+        } else {
+            ""
+        };
+        panic!("could not start redis-server{tls}: {last}");
     }
 
     /// A free port and a directory, with no server started yet (for "Redis absent at start").
