@@ -2,7 +2,8 @@
 //!
 //! The table holds the keys of two structs of [`crate::store::redis`], with their own meaning,
 //! defaults and serde: the connection's ([`RedisStoreConfig`]: `url`, `deadline`,
-//! `connect_timeout`, `reconnect_min_delay`, `reconnect_max_delay`, `key_prefix`, `breaker`) and
+//! `connect_timeout`, `reconnect_min_delay`, `reconnect_max_delay`, `key_prefix`, `breaker`,
+//! `tls_ca_file`) and
 //! the limits' ([`RedisLimitConfig`]: `on_store_failure`, `nodes`, `lease`, `lease_ttl`,
 //! `negative_cache`, `max_local_keys`), shared by every such policy. A limit's `name` and figures
 //! come from its policy (the route's pattern and its `rate`), so `name` and `limit` are not keys
@@ -38,7 +39,7 @@ use crate::store::redis::{RedisLimitConfig, RedisStoreConfig};
 #[non_exhaustive]
 pub struct RedisConfig {
     /// The connection: `url`, `deadline`, `connect_timeout`, `reconnect_min_delay`,
-    /// `reconnect_max_delay`, `key_prefix`, `breaker`.
+    /// `reconnect_max_delay`, `key_prefix`, `breaker`, `tls_ca_file`.
     #[cfg(feature = "redis")]
     pub store: RedisStoreConfig,
     /// What every `store = "redis"` limit shares: `on_store_failure`, `nodes`, `lease`,
@@ -55,6 +56,10 @@ pub struct RedisConfig {
 #[cfg(feature = "redis")]
 const PER_POLICY: [&str; 2] = ["name", "limit"];
 
+/// Keys of [`RedisStoreConfig`] that are unset by default, so not written by its serde.
+#[cfg(feature = "redis")]
+const STORE_UNSET: [&str; 1] = ["tls_ca_file"];
+
 #[cfg(feature = "redis")]
 impl RedisConfig {
     /// The keys of each struct, as its own serde writes them.
@@ -63,7 +68,8 @@ impl RedisConfig {
             Ok(toml::Value::Table(t)) => t.keys().cloned().collect::<Vec<_>>(),
             _ => Vec::new(),
         };
-        let store = names(toml::Value::try_from(RedisStoreConfig::default()));
+        let mut store = names(toml::Value::try_from(RedisStoreConfig::default()));
+        store.extend(STORE_UNSET.iter().map(|k| (*k).to_owned()));
         let limits = names(toml::Value::try_from(RedisLimitConfig::default()))
             .into_iter()
             .filter(|k| !PER_POLICY.contains(&k.as_str()))

@@ -297,6 +297,9 @@ fn redis(report: &mut Report, redis: Option<&super::RedisConfig>) {
             (format!("redis.{key}"), value, rule.to_owned())
         }
         RedisConfigError::Url { url, reason } => ("redis.url".to_owned(), url, reason),
+        RedisConfigError::TlsCaFile { path, reason } => {
+            ("redis.tls_ca_file".to_owned(), path, reason)
+        }
         other => ("redis".to_owned(), String::new(), other.to_string()),
     };
     let mut found = Vec::new();

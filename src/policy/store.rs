@@ -84,6 +84,7 @@ pub(crate) fn redis_error(
     let (key, value, rule) = match error {
         RedisConfigError::Invalid { key, value, rule } => (key.to_owned(), value, rule.to_owned()),
         RedisConfigError::Url { url, reason } => ("url".to_owned(), url, reason),
+        RedisConfigError::TlsCaFile { path, reason } => ("tls_ca_file".to_owned(), path, reason),
         RedisConfigError::Breaker(e) => ("breaker".to_owned(), String::new(), e.to_string()),
         other => (String::new(), String::new(), other.to_string()),
     };

@@ -1,11 +1,13 @@
 //! A private redis-server for the tests: on a free loopback port, in a temporary directory, with
 //! no persistence; killed when dropped. Tests that only need some Redis use the one named by
 //! `SLUICEGATE_TEST_REDIS_URL` (set by `scripts/test`) and start their own when it is unset;
-//! tests that kill, restart or pause Redis always start their own.
+//! tests that kill, restart or pause Redis always start their own. [`RedisServer::start_tls`]
+//! starts one that speaks only TLS, with the certificate files a test made.
 #![allow(dead_code, unreachable_pub)]
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -21,12 +23,22 @@ pub const URL_VAR: &str = "SLUICEGATE_TEST_REDIS_URL";
 /// How long a redis-server may take to say it is ready.
 const READY_WITHIN: Duration = Duration::from_secs(20);
 
+/// The files of a TLS-only server: its certificate (chain) and key, and the CA it would check
+/// client certificates against (clients are not asked for one).
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
+}
+
 /// A redis-server process of this test's own.
 pub struct RedisServer {
     pub port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
     extra: Vec<String>,
+    tls: Option<TlsFiles>,
 }
 
 impl RedisServer {
@@ -37,15 +49,31 @@ impl RedisServer {
 
     /// Starts a private redis-server with extra arguments (e.g. `["--requirepass", "pw"]`).
     pub fn start_with(extra: &[&str]) -> RedisServer {
+        Self::start_on(extra, None)
+    }
+
+    /// Starts a private redis-server that accepts TLS only (`--port 0`), on a free port, with
+    /// `tls`'s certificate and key; [`url`](Self::url) is then `rediss://127.0.0.1:port`.
+    pub fn start_tls(tls: &TlsFiles) -> RedisServer {
+        Self::start_on(&[], Some(tls))
+    }
+
+    fn start_on(extra: &[&str], tls: Option<&TlsFiles>) -> RedisServer {
         let mut last = String::new();
         for _ in 0..5 {
             let mut server = Self::reserve_with(extra);
+            server.tls = tls.cloned();
             match server.try_start() {
                 Ok(()) => return server,
                 Err(e) => last = e,
             }
         }
-        panic!("could not start redis-server: {last}");
+        let tls = if tls.is_some() {
+            " with TLS (it must be built with TLS, as Debian's redis-server is)"
+        } else {
+            ""
+        };
+        panic!("could not start redis-server{tls}: {last}");
     }
 
     /// A free port and a directory, with no server started yet (for "Redis absent at start").
@@ -63,12 +91,40 @@ impl RedisServer {
             dir: tempfile::tempdir().expect("a temporary directory"),
             child: None,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            tls: None,
         }
     }
 
-    /// `redis://127.0.0.1:port`.
+    /// `redis://127.0.0.1:port`, or `rediss://…` for a TLS server.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The arguments that open the server's port: plain, or TLS only.
+    fn port_args(&self) -> Vec<std::ffi::OsString> {
+        let port = self.port.to_string();
+        match &self.tls {
+            None => vec!["--port".into(), port.into()],
+            Some(tls) => vec![
+                "--port".into(),
+                "0".into(),
+                "--tls-port".into(),
+                port.into(),
+                "--tls-cert-file".into(),
+                tls.cert.clone().into(),
+                "--tls-key-file".into(),
+                tls.key.clone().into(),
+                "--tls-ca-cert-file".into(),
+                tls.ca.clone().into(),
+                "--tls-auth-clients".into(),
+                "no".into(),
+            ],
+        }
     }
 
     /// Starts the server on its port (again, after [`kill`](Self::kill)); panics if it does
@@ -82,7 +138,7 @@ impl RedisServer {
     fn try_start(&mut self) -> Result<(), String> {
         assert!(self.child.is_none(), "the server is already running");
         let mut child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string()])
+            .args(self.port_args())
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(self.dir.path())

@@ -2,6 +2,7 @@
 //! limit's figures, with their defaults and validation.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -59,11 +60,20 @@ pub(crate) const MAX_WINDOW_LIMIT: u64 = 1 << 26;
 /// assert!(!format!("{config:?}").contains("secret")); // the password never reaches a log
 /// # Ok::<(), toml::de::Error>(())
 /// ```
+///
+/// A Redis behind TLS whose certificate a private CA signed (the usual case inside a VPC or a
+/// cluster) names that CA's certificate:
+///
+/// ```toml
+/// url = "rediss://redis.internal:6380"
+/// tls_ca_file = "/etc/ssl/private-ca.pem"
+/// ```
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RedisStoreConfig {
-    /// `redis://[user][:password@]host[:port][/db]` or `rediss://…` (TLS, feature `redis-tls`).
-    /// A password and an ACL user are taken from the URL (default `redis://127.0.0.1:6379`).
+    /// `redis://[user][:password@]host[:port][/db]` or `rediss://…` (TLS, feature `redis-tls`;
+    /// the server's certificate is always checked, see `tls_ca_file`). A password and an ACL
+    /// user are taken from the URL (default `redis://127.0.0.1:6379`).
     pub url: String,
     /// The longest a decision waits for Redis, connection included (default 20 ms). A call that
     /// runs out of time is never retried (it may have been applied) and counts as a failure.
@@ -85,6 +95,14 @@ pub struct RedisStoreConfig {
     /// 1 s, then 3 probes). While it is open no request waits for Redis.
     #[serde(default = "store_breaker")]
     pub breaker: BreakerConfig,
+    /// A PEM file of the certificate authorities that sign the Redis server's certificate, for a
+    /// `rediss://` URL: when set, these are trusted instead of the system's roots (a private
+    /// CA, as a Redis inside a VPC or a cluster usually has). The file is read and checked when
+    /// the configuration is checked and when the store is built: it must hold at least one
+    /// PEM certificate (`-----BEGIN CERTIFICATE-----`), and the URL must be `rediss://`
+    /// (default: unset, the system's roots).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_ca_file: Option<PathBuf>,
 }
 
 /// The store breaker's defaults: 3 failures in a row, open 1 s.
@@ -108,6 +126,7 @@ impl Default for RedisStoreConfig {
             reconnect_max_delay: RECONNECT_MAX_DELAY,
             key_prefix: KEY_PREFIX.to_owned(),
             breaker: store_breaker(),
+            tls_ca_file: None,
         }
     }
 }
@@ -122,6 +141,7 @@ impl fmt::Debug for RedisStoreConfig {
             .field("reconnect_max_delay", &self.reconnect_max_delay)
             .field("key_prefix", &self.key_prefix)
             .field("breaker", &self.breaker)
+            .field("tls_ca_file", &self.tls_ca_file)
             .finish()
     }
 }
@@ -142,7 +162,9 @@ pub(crate) fn redact(url: &str) -> String {
 }
 
 impl RedisStoreConfig {
-    pub(crate) fn validate(&self) -> Result<(), RedisConfigError> {
+    /// Checks the figures, the URL's scheme and `tls_ca_file`; returns the certificates of
+    /// `tls_ca_file` (PEM) when it is set.
+    pub(crate) fn validate(&self) -> Result<Option<Vec<u8>>, RedisConfigError> {
         let positive = |key, d: Duration| {
             check(
                 !d.is_zero(),
@@ -173,9 +195,57 @@ impl RedisStoreConfig {
             redact(&self.url),
             "`rediss://` (TLS) needs the `redis-tls` feature",
         )?;
+        check(
+            self.url.split_once('#').map(|(_, fragment)| fragment) != Some("insecure"),
+            "url",
+            redact(&self.url),
+            "`#insecure` (TLS without checking the server's certificate) is not supported: name \
+             the CA that signs the server's certificate in `tls_ca_file`",
+        )?;
         // The breaker's own figures are checked when it is built.
-        Ok(())
+        let Some(path) = &self.tls_ca_file else {
+            return Ok(None);
+        };
+        check(
+            scheme == Some("rediss"),
+            "tls_ca_file",
+            path.display(),
+            "is for a `rediss://` URL (TLS) only",
+        )?;
+        read_ca_file(path)
+            .map(Some)
+            .map_err(|reason| RedisConfigError::TlsCaFile {
+                path: path.display().to_string(),
+                reason,
+            })
     }
+}
+
+/// The PEM of a CA file: readable, and every certificate in it usable as a trust anchor (at
+/// least one).
+#[cfg(feature = "redis-tls")]
+fn read_ca_file(path: &Path) -> Result<Vec<u8>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+
+    let pem = std::fs::read(path).map_err(|e| format!("cannot be read: {e}"))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert = cert.map_err(|e| format!("is not valid PEM: {e}"))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("holds a certificate that is not a usable CA certificate: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err("holds no PEM certificate (a `-----BEGIN CERTIFICATE-----` block)".to_owned());
+    }
+    Ok(pem)
+}
+
+/// Without TLS there is no `rediss://` URL, so no CA file gets this far.
+#[cfg(not(feature = "redis-tls"))]
+fn read_ca_file(_path: &Path) -> Result<Vec<u8>, String> {
+    Err("`rediss://` (TLS) needs the `redis-tls` feature".to_owned())
 }
 
 /// What a limit does while Redis cannot decide (its breaker is open, or a call failed or ran
@@ -448,6 +518,14 @@ pub enum RedisConfigError {
         /// The URL, without its password.
         url: String,
         /// What the Redis client said.
+        reason: String,
+    },
+    /// `tls_ca_file` cannot be read, or holds no usable CA certificate.
+    #[error("`tls_ca_file` = {path}: {reason}")]
+    TlsCaFile {
+        /// The file, as configured.
+        path: String,
+        /// What is wrong with it.
         reason: String,
     },
 }

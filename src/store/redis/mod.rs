@@ -25,6 +25,10 @@
 //! * **No connection at start.** [`RedisStore::new`] checks the configuration and returns; the
 //!   connection is made on first use, in the background, and remade with backoff, so a service
 //!   starts whether Redis is up or not.
+//! * **TLS that checks the server.** `rediss://` (feature `redis-tls`) checks the server's
+//!   certificate against the system's roots, or against a private CA named by
+//!   [`RedisStoreConfig::tls_ca_file`]. A store that cannot connect (a certificate not trusted,
+//!   a wrong password) fails safe like one whose Redis is down, and says why in a `warn` event.
 //!
 //! ```no_run
 //! use sluicegate::limit::GcraConfig;
@@ -55,7 +59,7 @@
 //! from the route, `limit`, `on_store_failure`, `nodes`, `lease`, `lease_ttl`,
 //! `negative_cache`, `max_local_keys`) and shares one [`RedisStore`] built from a
 //! [`RedisStoreConfig`] (`url`, `deadline`, `connect_timeout`, `reconnect_min_delay`,
-//! `reconnect_max_delay`, `key_prefix`, `breaker`).
+//! `reconnect_max_delay`, `key_prefix`, `breaker`, `tls_ca_file`).
 
 mod config;
 mod limiter;

@@ -1,13 +1,13 @@
 //! [`RedisStore`]: the connection to Redis, the per-call deadline, the breaker around both, and
 //! whether Redis is deciding right now.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, Value};
+use redis::{AsyncConnectionConfig, Client, Value};
 use tokio::sync::watch;
 
 use crate::breaker::{Breaker, BreakerPermit};
@@ -84,6 +84,22 @@ struct Counters {
     to_remote: AtomicU64,
 }
 
+/// The Redis client for `url`, trusting the certificates `ca` (PEM) instead of the system's
+/// roots when they are given (a `rediss://` URL).
+fn client(url: &str, ca: Option<Vec<u8>>) -> redis::RedisResult<Client> {
+    match ca {
+        #[cfg(feature = "redis-tls")]
+        Some(pem) => Client::build_with_tls(
+            url,
+            redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem),
+            },
+        ),
+        _ => Client::open(url),
+    }
+}
+
 /// Timeouts in a row after which the connection is dropped and a new one made: 3, as many as
 /// open the default breaker. A connection whose peer vanished without a reset (a partition, a
 /// dead host) would otherwise wait for TCP to notice, for minutes; a merely slow Redis costs one
@@ -94,17 +110,29 @@ pub(crate) const RENEW_AFTER_TIMEOUTS: u64 = 3;
 const REMOTE: u8 = 0;
 const FALLBACK: u8 = 1;
 
+/// A connection manager, and whether a call through it was ever answered.
+struct Conn {
+    manager: ConnectionManager,
+    /// A call through this manager had an answer: it connected.
+    answered: AtomicBool,
+    /// A connection attempt of the store's own was made to find out why calls through this
+    /// manager run out of time.
+    diagnosed: AtomicBool,
+}
+
 struct Inner {
     client: Client,
     manager_config: ConnectionManagerConfig,
     /// Built on first use, inside the caller's runtime; it connects lazily, in the background.
     /// Replaced after `RENEW_AFTER_TIMEOUTS` timeouts in a row.
-    manager: ArcSwapOption<ConnectionManager>,
+    manager: ArcSwapOption<Conn>,
     /// Timeouts since the last answer.
     timeouts_in_a_row: AtomicU64,
     /// When the connection manager was last made (breaker clock), and the least time between two.
     made_at: AtomicU64,
     connect_timeout: u64,
+    /// The same, as a duration, for the connection attempt that diagnoses a failure.
+    connect_within: Duration,
     deadline: Duration,
     prefix: String,
     url: String,
@@ -143,8 +171,8 @@ impl std::fmt::Debug for RedisStore {
 impl RedisStore {
     /// A store for `config`'s Redis; checks the figures and the URL, and does not connect.
     pub fn new(config: RedisStoreConfig) -> Result<Self, RedisConfigError> {
-        config.validate()?;
-        let client = Client::open(config.url.as_str()).map_err(|e| RedisConfigError::Url {
+        let ca = config.validate()?;
+        let client = client(&config.url, ca).map_err(|e| RedisConfigError::Url {
             url: redact(&config.url),
             reason: e.to_string(),
         })?;
@@ -168,6 +196,7 @@ impl RedisStore {
                 timeouts_in_a_row: AtomicU64::new(0),
                 made_at: AtomicU64::new(0),
                 connect_timeout: duration_to_nanos(config.connect_timeout),
+                connect_within: config.connect_timeout,
                 deadline: config.deadline,
                 prefix: config.key_prefix,
                 url: redact(&config.url),
@@ -241,11 +270,12 @@ impl RedisStore {
         n: u64,
         want: u64,
     ) -> Result<Verdict, StoreFailure> {
-        let (permit, mut conn) = self.begin()?;
+        let (permit, handle) = self.begin()?;
+        let mut conn = handle.manager.clone();
         let invocation = self.inner.scripts.invocation(micros, key, n, want);
         let call = invocation.invoke_async::<Vec<i64>>(&mut conn);
         let reply = tokio::time::timeout(self.inner.deadline, call).await;
-        let reply = self.settle(permit, reply)?;
+        let reply = self.settle(permit, &handle, reply)?;
         Verdict::from_reply(&reply).ok_or_else(|| self.bad_reply(format!("{reply:?}")))
     }
 
@@ -256,7 +286,8 @@ impl RedisStore {
         &self,
         calls: &[(Micros, String, u64, u64)],
     ) -> Result<Vec<Verdict>, StoreFailure> {
-        let (permit, mut conn) = self.begin()?;
+        let (permit, handle) = self.begin()?;
+        let mut conn = handle.manager.clone();
         let run = async {
             let mut replies: Vec<Option<Value>> = vec![None; calls.len()];
             let mut todo: Vec<usize> = (0..calls.len()).collect();
@@ -294,7 +325,7 @@ impl RedisStore {
             Ok::<_, redis::RedisError>(replies)
         };
         let replies = tokio::time::timeout(self.inner.deadline, run).await;
-        let replies = self.settle(permit, replies)?;
+        let replies = self.settle(permit, &handle, replies)?;
         let mut verdicts = Vec::with_capacity(replies.len());
         for reply in replies {
             let decoded = match &reply {
@@ -317,7 +348,7 @@ impl RedisStore {
     }
 
     /// Asks the breaker, and finds the connection.
-    fn begin(&self) -> Result<(BreakerPermit<MonotonicClock>, ConnectionManager), StoreFailure> {
+    fn begin(&self) -> Result<(BreakerPermit<MonotonicClock>, Arc<Conn>), StoreFailure> {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(StoreFailure::NoRuntime);
         }
@@ -342,25 +373,29 @@ impl RedisStore {
             },
         };
         self.inner.counters.calls.fetch_add(1, Ordering::Relaxed);
-        Ok((permit, ConnectionManager::clone(&manager)))
+        Ok((permit, manager))
     }
 
     /// A new connection manager (lazy: it connects in the background), installed unless
     /// another call installed one first.
-    fn new_manager(&self) -> Result<Arc<ConnectionManager>, String> {
-        let fresh = ConnectionManager::new_lazy_with_config(
+    fn new_manager(&self) -> Result<Arc<Conn>, String> {
+        let manager = ConnectionManager::new_lazy_with_config(
             self.inner.client.clone(),
             self.inner.manager_config.clone(),
         )
         .map_err(|e| e.to_string())?;
-        let fresh = Arc::new(fresh);
+        let fresh = Arc::new(Conn {
+            manager,
+            answered: AtomicBool::new(false),
+            diagnosed: AtomicBool::new(false),
+        });
         self.inner
             .made_at
             .store(self.inner.breaker.clock().now(), Ordering::Relaxed);
         let previous = self
             .inner
             .manager
-            .compare_and_swap(&None::<Arc<ConnectionManager>>, Some(fresh.clone()));
+            .compare_and_swap(&None::<Arc<Conn>>, Some(fresh.clone()));
         Ok(match &*previous {
             Some(theirs) => theirs.clone(),
             None => fresh,
@@ -371,12 +406,16 @@ impl RedisStore {
     fn settle<T>(
         &self,
         permit: BreakerPermit<MonotonicClock>,
+        conn: &Conn,
         outcome: Result<redis::RedisResult<T>, tokio::time::error::Elapsed>,
     ) -> Result<T, StoreFailure> {
         let counters = &self.inner.counters;
         match outcome {
             Ok(Ok(value)) => {
                 permit.success();
+                if !conn.answered.load(Ordering::Relaxed) {
+                    conn.answered.store(true, Ordering::Relaxed);
+                }
                 self.inner.timeouts_in_a_row.store(0, Ordering::Relaxed);
                 self.switch(REMOTE, "a call succeeded");
                 Ok(value)
@@ -392,6 +431,11 @@ impl RedisStore {
                 permit.failure();
                 counters.timeouts.fetch_add(1, Ordering::Relaxed);
                 self.switch(FALLBACK, "a call ran out of time");
+                if !conn.answered.load(Ordering::Relaxed)
+                    && !conn.diagnosed.swap(true, Ordering::Relaxed)
+                {
+                    self.diagnose();
+                }
                 let in_a_row = self.inner.timeouts_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
                 let age = self
                     .inner
@@ -408,6 +452,44 @@ impl RedisStore {
                 Err(StoreFailure::Timeout(self.inner.deadline))
             }
         }
+    }
+
+    /// Finds out, in the background, why calls through a connection manager that never had an
+    /// answer run out of time: the manager retries its connection forever and keeps the reason
+    /// to itself (refused, a certificate not trusted, a wrong password), so one attempt of the
+    /// store's own, bounded by `connect_timeout`, says it in a `warn` event.
+    fn diagnose(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let client = self.inner.client.clone();
+        let url = self.inner.url.clone();
+        let within = self.inner.connect_within;
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(within))
+            .set_response_timeout(Some(within));
+        runtime.spawn(async move {
+            let attempt = client.get_multiplexed_async_connection_with_config(&config);
+            let why = match tokio::time::timeout(within, attempt).await {
+                Ok(Ok(_)) => {
+                    tracing::info!(
+                        target: "sluicegate::store::redis",
+                        url = %url,
+                        "Redis accepts connections: the calls ran out of time in Redis or on \
+                         the way to it"
+                    );
+                    return;
+                }
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("no connection within connect_timeout ({within:?})"),
+            };
+            tracing::warn!(
+                target: "sluicegate::store::redis",
+                url = %url,
+                why = %why,
+                "Redis cannot be connected to"
+            );
+        });
     }
 
     fn bad_reply(&self, reply: String) -> StoreFailure {
