@@ -4,11 +4,11 @@
 //! told the workers (`concurrency-limit`) and Netflix's Gradient2 (`gradient2`, which starts at a
 //! limit of 20 whatever the service).
 //!
-//! This is a service restarted during a peak: the gate knows nothing yet, so until it has learned
-//! a ceiling only the unlearned one (1,000 in flight) stands, and the first latencies it measures
-//! already hold the flood's queue. The family's own scenarios all begin with a warm-up at the
-//! usual load and never show it; `hover` (1.1x from the first request) is the one built-in
-//! scenario that starts this way.
+//! This is a service restarted during a peak: the gate knows nothing yet, so its ceiling is the
+//! slow start's (eight requests in flight, about doubling per round trip on answers without a
+//! queue) until a knee shows. The grid's own scenarios all begin with a warm-up at the usual load
+//! and never show it; `hover` (1.1x from the first request) is the one built-in scenario that
+//! starts this way.
 //!
 //! Each cell is goodput / p99 in ms on one seed; a table of each backend's means follows, and the
 //! last lines are the means over every run and the count of runs whose p99 is past the

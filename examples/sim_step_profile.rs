@@ -4,8 +4,8 @@
 //!
 //! The step is cut into ten equal parts; each column is our requests answered in time less the
 //! reference's in that part, as a share of the reference's. A cost at the start of the step is the
-//! flood let in before saturation is confirmed and the margin of a knee learned from a few ticks;
-//! a cost spread over the step is the standing queue of the margin the ceiling keeps. Both runs
+//! ceiling still growing (or a knee learned from a few bands); a cost spread over the step is the
+//! standing queue of the margin the ceiling keeps above the knee. Both runs
 //! see the same draws on each seed, and every run is in virtual time, so the same seeds print the
 //! same figures.
 //!

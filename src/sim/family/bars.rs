@@ -44,7 +44,7 @@
 //! * **`CS` cold-start protection**, on the other draws: over the first max(1 s, 10·S) of the flood
 //!   ([`cold_window_ms`]) the subject answers in time at least half of what the static limit does
 //!   ([`cold_start_share`]). A gate that knows nothing yet may be slower than a limit told W, but
-//!   it must protect from the start: one that lets the flood queue behind its unlearned ceiling
+//!   it must protect from the start: one that lets the flood queue behind a ceiling it has not learned
 //!   answers next to nothing in time in that window, as no protection does. Ten service times
 //!   leave the static limit a queue's worth of answers on the slowest backends, and one second a
 //!   tenth of a second ten times over on the fastest.
