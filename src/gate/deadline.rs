@@ -3,7 +3,7 @@
 //! to wait comes here.
 
 use super::*;
-use crate::deadline::{within_nanos, NO_DEADLINE};
+use crate::deadline::{within_nanos, Cancel, NO_DEADLINE};
 
 impl<C: Clock> Inner<C> {
     /// Waits for the token `ticket` reserved and admits the request. A token that comes after
@@ -15,14 +15,26 @@ impl<C: Clock> Inner<C> {
         ticket: Ticket<'g, C>,
         request: &Request<'_>,
     ) -> Result<Permit<'g, C>, Rejection> {
-        if ticket.until > request.deadline_nanos() {
+        self.wait_for_token_until(ticket, request.deadline_nanos(), request.cancel())
+            .await
+    }
+
+    /// [`Inner::wait_for_token`] for a request whose deadline (`NO_DEADLINE` for none) and
+    /// cancellation signal are all that is left of it.
+    pub(super) async fn wait_for_token_until<'g>(
+        &'g self,
+        ticket: Ticket<'g, C>,
+        deadline: Nanos,
+        cancel: Option<&Cancel>,
+    ) -> Result<Permit<'g, C>, Rejection> {
+        if ticket.until > deadline {
             return Err(ticket.refuse_past_deadline());
         }
         if !self.clock.can_sleep() {
             return Err(ticket.refuse_unable_to_wait());
         }
         let sleep = self.clock.sleep_until(ticket.until);
-        match within_nanos(&self.clock, NO_DEADLINE, request.cancel(), sleep).await {
+        match within_nanos(&self.clock, NO_DEADLINE, cancel, sleep).await {
             Ok(()) => ticket.finish(),
             Err(_) => Err(ticket.refuse_cancelled()),
         }

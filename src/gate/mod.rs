@@ -115,6 +115,8 @@ use builder::ProbeChoice;
 use limits::HotLimits;
 use memory_fit::MemoryFit;
 pub use owned::OwnedPermit;
+#[cfg(feature = "tower")]
+pub(crate) use owned::{Decision, Pending};
 pub use permit::{Admission, Permit, Ticket};
 use permit::{Charge, Class, Decided, Outcome, Slot};
 

@@ -37,6 +37,9 @@ use crate::clock::{Clock, MonotonicClock, Nanos};
 use crate::rejection::Rejection;
 use crate::request::Request;
 
+#[cfg(feature = "tower")]
+pub(crate) use decision::{Decision, Pending};
+
 /// An admitted request that owns a handle to its gate: `Send + 'static`, for spawned tasks and
 /// futures that outlive the borrow of the gate. Release it with [`OwnedPermit::success`] or
 /// [`OwnedPermit::failure`]; dropping it counts as a success, or as a failure while the thread is
@@ -60,6 +63,7 @@ impl<C: Clock> std::fmt::Debug for OwnedPermit<C> {
 
 impl<C: Clock> OwnedPermit<C> {
     /// Takes over what `permit` would release, so that it is released once, by the owned permit.
+    #[inline]
     fn of(permit: Permit<'_, C>, gate: &Gate<C>) -> Self {
         let permit = ManuallyDrop::new(permit);
         OwnedPermit {
@@ -105,6 +109,7 @@ impl<C: Clock> OwnedPermit<C> {
 }
 
 impl<C: Clock> Drop for OwnedPermit<C> {
+    #[inline]
     fn drop(&mut self) {
         let outcome = if std::thread::panicking() {
             Outcome::Failed
@@ -138,5 +143,219 @@ impl<C: Clock> Gate<C> {
     pub fn try_acquire_owned(&self, request: &Request<'_>) -> Result<OwnedPermit<C>, Rejection> {
         let permit = self.try_acquire(request)?;
         Ok(OwnedPermit::of(permit, self))
+    }
+}
+
+/// The decision of [`Gate::acquire_owned`] apart from its wait, for the tower layer.
+#[cfg(feature = "tower")]
+mod decision {
+    use std::mem::ManuallyDrop;
+
+    use super::super::{Admission, Inner, Ticket};
+    use super::OwnedPermit;
+    use crate::bucket::Reservation;
+    use crate::clock::{Clock, Nanos};
+    use crate::deadline::Cancel;
+    use crate::gate::Gate;
+    use crate::rejection::Rejection;
+    use crate::request::{Request, Target, Urgency};
+    use crate::switch::SwitchBits;
+
+    /// What [`Gate::decide_owned`] found without waiting.
+    pub(crate) enum Decision<C: Clock> {
+        /// Admitted now.
+        Admitted(OwnedPermit<C>),
+        /// Refused now.
+        Refused(Rejection),
+        /// The request has to wait: for its token, or for its urgency from the lookup.
+        Pending(Pending<C>),
+    }
+
+    /// A decision that takes a wait; [`Pending::wait`] ends it as [`Gate::acquire_owned`] would
+    /// have. Dropping it abandons the wait (a reserved token goes back, as a dropped [`Ticket`]'s).
+    pub(crate) enum Pending<C: Clock> {
+        /// A token reserved (counted among the waiters).
+        Token(OwnedTicket<C>),
+        /// The urgency must come from the lookup; nothing taken yet.
+        Lookup {
+            gate: Gate<C>,
+            request: Box<NamedRequest>,
+        },
+    }
+
+    impl<C: Clock> Pending<C> {
+        /// Waits, then admits or refuses the request.
+        pub(crate) async fn wait(self) -> Result<OwnedPermit<C>, Rejection> {
+            match self {
+                Pending::Token(ticket) => ticket.wait().await,
+                Pending::Lookup { gate, request } => gate.acquire_owned(&request.request()).await,
+            }
+        }
+    }
+
+    /// A [`Ticket`] that owns a handle to its gate, with what the wait needs of its request.
+    pub(crate) struct OwnedTicket<C: Clock> {
+        gate: Gate<C>,
+        reserved: Reserved,
+        /// Whether the reservation is still this ticket's to give back.
+        live: bool,
+        deadline: Nanos,
+        cancel: Option<Cancel>,
+    }
+
+    /// A ticket's reservation, apart from the gate it borrows.
+    #[derive(Clone, Copy)]
+    struct Reserved {
+        cost: u64,
+        reservation: Reservation,
+        urgent_bucket: bool,
+        urgency: Urgency,
+        until: Nanos,
+    }
+
+    impl Reserved {
+        /// The ticket again, owning the reservation.
+        fn ticket<C: Clock>(self, inner: &Inner<C>) -> Ticket<'_, C> {
+            Ticket {
+                inner,
+                cost: self.cost,
+                reservation: self.reservation,
+                urgent_bucket: self.urgent_bucket,
+                urgency: self.urgency,
+                until: self.until,
+                done: false,
+            }
+        }
+    }
+
+    impl<C: Clock> OwnedTicket<C> {
+        /// Takes over `ticket`'s reservation, and the deadline and cancellation signal of `request`.
+        fn of(ticket: Ticket<'_, C>, gate: &Gate<C>, request: &Request<'_>) -> Self {
+            let ticket = ManuallyDrop::new(ticket);
+            OwnedTicket {
+                gate: gate.clone(),
+                reserved: Reserved {
+                    cost: ticket.cost,
+                    reservation: ticket.reservation,
+                    urgent_bucket: ticket.urgent_bucket,
+                    urgency: ticket.urgency,
+                    until: ticket.until,
+                },
+                live: !ticket.done,
+                deadline: request.deadline_nanos(),
+                cancel: request.cancel().cloned(),
+            }
+        }
+
+        /// [`Gate::acquire`]'s wait for the token: bounded by the deadline, ended by the signal.
+        async fn wait(mut self) -> Result<OwnedPermit<C>, Rejection> {
+            self.live = false;
+            let inner = &*self.gate.inner;
+            let ticket = self.reserved.ticket(inner);
+            let permit = inner
+                .wait_for_token_until(ticket, self.deadline, self.cancel.as_ref())
+                .await?;
+            Ok(OwnedPermit::of(permit, &self.gate))
+        }
+    }
+
+    impl<C: Clock> Drop for OwnedTicket<C> {
+        fn drop(&mut self) {
+            if self.live {
+                // Dropped before its wait began: the ticket abandons it.
+                drop(self.reserved.ticket(&self.gate.inner));
+            }
+        }
+    }
+
+    /// A request that waits for the lookup, owning what it names.
+    pub(crate) struct NamedRequest {
+        target: NamedTarget,
+        urgency: Option<Urgency>,
+        cost: u64,
+        deadline: Nanos,
+        cancel: Option<Cancel>,
+    }
+
+    enum NamedTarget {
+        Url(String),
+        Method(String, String),
+    }
+
+    impl NamedRequest {
+        fn of(request: &Request<'_>) -> Self {
+            NamedRequest {
+                target: match request.target() {
+                    Target::Url(path) => NamedTarget::Url(path.to_owned()),
+                    Target::Method { interface, method } => {
+                        NamedTarget::Method(interface.to_owned(), method.to_owned())
+                    }
+                },
+                urgency: request.urgency(),
+                cost: request.cost(),
+                deadline: request.deadline_nanos(),
+                cancel: request.cancel().cloned(),
+            }
+        }
+
+        /// The request again, borrowing from this one.
+        fn request(&self) -> Request<'_> {
+            let mut request = match &self.target {
+                NamedTarget::Url(path) => Request::url(path),
+                NamedTarget::Method(interface, method) => Request::method(interface, method),
+            }
+            .with_cost(self.cost)
+            .with_deadline_before(self.deadline);
+            if let Some(urgency) = self.urgency {
+                request = request.with_urgency(urgency);
+            }
+            if let Some(cancel) = &self.cancel {
+                request = request.with_cancel(cancel);
+            }
+            request
+        }
+    }
+
+    impl<C: Clock> Gate<C> {
+        /// [`Gate::acquire_owned`]'s decision without its wait, for a caller that keeps the wait
+        /// apart from the common path (the tower layer): a request admitted or refused at once costs
+        /// no future and no allocation. The same decision, by the same code, as `acquire_owned`'s.
+        #[inline(always)]
+        pub(crate) fn decide_owned(&self, request: &Request<'_>) -> Decision<C> {
+            let inner = &*self.inner;
+            let status = match inner.check_ceilings() {
+                Ok(status) => status,
+                Err(rejection) => return Decision::Refused(rejection),
+            };
+            if !status.on() {
+                return match inner.enter_unpaced(request) {
+                    Ok(permit) => Decision::Admitted(OwnedPermit::of(permit, self)),
+                    Err(rejection) => Decision::Refused(rejection),
+                };
+            }
+            self.decide_owned_paced(status, request)
+        }
+
+        /// [`Gate::decide_owned`] with the switch on: a token drawn, or the lookup asked first.
+        #[inline(never)]
+        fn decide_owned_paced(&self, status: SwitchBits, request: &Request<'_>) -> Decision<C> {
+            let inner = &*self.inner;
+            let now = inner.clock.now();
+            inner.maybe_tick(now);
+            let Some(urgency) = inner.classify_cached(request, now) else {
+                // `acquire_owned` asks the lookup and decides then, as if called now.
+                return Decision::Pending(Pending::Lookup {
+                    gate: self.clone(),
+                    request: Box::new(NamedRequest::of(request)),
+                });
+            };
+            match inner.draw::<Admission<'_, C>>(status, urgency, request.cost(), now) {
+                Ok(Admission::Now(permit)) => Decision::Admitted(OwnedPermit::of(permit, self)),
+                Ok(Admission::Wait(ticket)) => {
+                    Decision::Pending(Pending::Token(OwnedTicket::of(ticket, self, request)))
+                }
+                Err(rejection) => Decision::Refused(rejection),
+            }
+        }
     }
 }

@@ -22,22 +22,24 @@ pin_project! {
     /// tonic serve it as they serve the inner body, without boxing.
     pub struct SluiceBody<B, C: Clock = MonotonicClock> {
         #[pin]
-        kind: Kind<B>,
-        release: Option<Release<C>>,
+        kind: Kind<B, C>,
     }
 }
 
 pin_project! {
+    // The permit lies beside the body it belongs to, where a refusal's data would be: a
+    // response is moved several times on its way out, and every byte of it is moved each time.
     #[project = KindProj]
-    enum Kind<B> {
-        Served { #[pin] body: B },
+    enum Kind<B, C: Clock> {
+        // Fields drop in declaration order: the body first, then the permit.
+        Served { #[pin] body: B, release: Option<Release<C>> },
         Refused { data: Option<Bytes> },
     }
 }
 
 /// What a served request holds: the gate's permit, or (under a route policy) the policy's,
 /// boxed so that the body of a request without policies stays as small as it was.
-enum Held<C: Clock> {
+pub(crate) enum Held<C: Clock> {
     Gate(OwnedPermit<C>),
     Policy(Box<PolicyPermit<C>>),
 }
@@ -50,7 +52,18 @@ struct Release<C: Clock> {
     outcome: Outcome,
 }
 
+impl<C: Clock> Held<C> {
+    /// Releases the request as a failure.
+    pub(crate) fn failure(self) {
+        match self {
+            Held::Gate(permit) => permit.failure(),
+            Held::Policy(permit) => permit.failure(),
+        }
+    }
+}
+
 impl<C: Clock> Drop for Release<C> {
+    #[inline]
     fn drop(&mut self) {
         match self.permit.take() {
             Some(Held::Gate(permit)) if self.outcome == Outcome::Failure => permit.failure(),
@@ -62,32 +75,17 @@ impl<C: Clock> Drop for Release<C> {
 }
 
 impl<B, C: Clock> SluiceBody<B, C> {
-    /// The service's body; `permit` is released when the body ends or is dropped, as a failure
-    /// if `failed`.
-    pub(crate) fn served(body: B, permit: Option<OwnedPermit<C>>, failed: bool) -> Self {
-        let outcome = if failed {
-            Outcome::Failure
-        } else {
-            Outcome::Success
-        };
+    /// The service's body; `held` is released when the body ends or is dropped, with `outcome`
+    /// (a failure if the body fails).
+    pub(crate) fn served(body: B, held: Option<Held<C>>, outcome: Outcome) -> Self {
         SluiceBody {
-            kind: Kind::Served { body },
-            release: Some(Release {
-                permit: permit.map(Held::Gate),
-                outcome,
-            }),
-        }
-    }
-
-    /// The service's body under a route policy; `permit` is released when the body ends or is
-    /// dropped, with `outcome` (a failure if the body fails).
-    pub(crate) fn served_by_policy(body: B, permit: PolicyPermit<C>, outcome: Outcome) -> Self {
-        SluiceBody {
-            kind: Kind::Served { body },
-            release: Some(Release {
-                permit: Some(Held::Policy(Box::new(permit))),
-                outcome,
-            }),
+            kind: Kind::Served {
+                body,
+                release: Some(Release {
+                    permit: held,
+                    outcome,
+                }),
+            },
         }
     }
 
@@ -97,7 +95,6 @@ impl<B, C: Clock> SluiceBody<B, C> {
             kind: Kind::Refused {
                 data: (!data.is_empty()).then_some(data),
             },
-            release: None,
         }
     }
 
@@ -111,7 +108,10 @@ impl<B, C: Clock> std::fmt::Debug for SluiceBody<B, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SluiceBody")
             .field("refusal", &self.is_refusal())
-            .field("holds_permit", &self.release.is_some())
+            .field(
+                "holds_permit",
+                &matches!(&self.kind, Kind::Served { release, .. } if release.is_some()),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -129,20 +129,19 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let this = self.project();
-        match this.kind.project() {
-            KindProj::Served { mut body } => {
+        match self.project().kind.project() {
+            KindProj::Served { mut body, release } => {
                 let frame = ready!(body.as_mut().poll_frame(cx));
                 match &frame {
                     Some(Ok(_)) if !body.is_end_stream() => {}
                     Some(Err(_)) => {
-                        if let Some(release) = this.release.as_mut() {
+                        if let Some(release) = release.as_mut() {
                             release.outcome = Outcome::Failure;
                         }
-                        *this.release = None;
+                        *release = None;
                     }
                     // The last frame has been handed over: the request is done.
-                    Some(Ok(_)) | None => *this.release = None,
+                    Some(Ok(_)) | None => *release = None,
                 }
                 Poll::Ready(frame)
             }
@@ -154,14 +153,14 @@ where
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
-            Kind::Served { body } => body.is_end_stream(),
+            Kind::Served { body, .. } => body.is_end_stream(),
             Kind::Refused { data } => data.is_none(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Served { body } => body.size_hint(),
+            Kind::Served { body, .. } => body.size_hint(),
             Kind::Refused { data } => {
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }

@@ -13,14 +13,18 @@ use http::header::HeaderName;
 use http::StatusCode;
 use tower_service::Service;
 
-use super::body::SluiceBody;
+use bytes::Bytes;
+
+use super::body::Held;
+use super::future::{Holding, Settled};
 use super::key;
 use super::layer::{is_failure, FailureRule};
 use super::response::{is_grpc, is_rate, refusal, Quota};
-use super::service::{Exchange, Holding};
+use super::service::Exchange;
 use crate::breaker::Outcome;
 use crate::clock::{duration_to_nanos, Clock, Nanos};
 use crate::deadline::{nanos_after, parse_grpc_timeout, Cancel, Ended, Listener, NO_DEADLINE};
+use crate::gate::Gate;
 use crate::policy::{OnDrop, Refusal, StageKind};
 use crate::rejection::{RejectReason, Rejection};
 use crate::request::Request;
@@ -30,7 +34,7 @@ static GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
 /// What an answer says to a policy's breaker: a failure by the layer's rule (5xx by default),
 /// nothing for any other 4xx (the caller's own mistake), a success otherwise.
-fn outcome_of(rule: Option<&FailureRule>, status: StatusCode) -> Outcome {
+pub(super) fn outcome_of(rule: Option<&FailureRule>, status: StatusCode) -> Outcome {
     if is_failure(rule, status) {
         Outcome::Failure
     } else if status.is_client_error() {
@@ -40,27 +44,32 @@ fn outcome_of(rule: Option<&FailureRule>, status: StatusCode) -> Outcome {
     }
 }
 
-impl<C: Clock> Exchange<C> {
-    /// The deadline a gRPC request's `grpc-timeout` sets, if the layer reads it.
-    pub(super) fn grpc_deadline<B>(&self, request: &http::Request<B>) -> Option<Nanos> {
-        if !self.grpc_timeout {
-            return None;
-        }
-        // `content-type` first: a standard header, found without hashing its name.
-        if !is_grpc(request.headers()) {
-            return None;
-        }
-        let value = request.headers().get(&GRPC_TIMEOUT)?;
-        let Some(timeout) = parse_grpc_timeout(value.as_bytes()) else {
-            tracing::debug!(value = ?value, "malformed grpc-timeout ignored");
-            return None;
-        };
-        Some(nanos_after(
-            self.gate.clock().now(),
-            duration_to_nanos(timeout),
-        ))
+/// The deadline a gRPC request's `grpc-timeout` sets, if the layer reads it (`read`).
+#[inline]
+pub(super) fn grpc_deadline<C: Clock, B>(
+    gate: &Gate<C>,
+    read: bool,
+    request: &http::Request<B>,
+) -> Option<Nanos> {
+    // `content-type` first: a standard header, found without hashing its name.
+    if !read || !is_grpc(request.headers()) {
+        return None;
     }
+    grpc_timeout(gate, request.headers())
+}
 
+/// The deadline of a gRPC request's `grpc-timeout`, if it has a valid one.
+#[inline(never)]
+fn grpc_timeout<C: Clock>(gate: &Gate<C>, headers: &http::HeaderMap) -> Option<Nanos> {
+    let value = headers.get(&GRPC_TIMEOUT)?;
+    let Some(timeout) = parse_grpc_timeout(value.as_bytes()) else {
+        tracing::debug!(value = ?value, "malformed grpc-timeout ignored");
+        return None;
+    };
+    Some(nanos_after(gate.clock().now(), duration_to_nanos(timeout)))
+}
+
+impl<C: Clock> Exchange<C> {
     /// Decides through the request's policy (the gate last), then calls the service bounded by
     /// the deadline and the cancellation signal, or answers the refusal.
     pub(super) async fn run_guarded<S, B, ResBody>(
@@ -68,7 +77,7 @@ impl<C: Clock> Exchange<C> {
         mut service: S,
         request: http::Request<B>,
         deadline: Option<Nanos>,
-    ) -> Result<http::Response<SluiceBody<ResBody, C>>, S::Error>
+    ) -> Settled<Result<http::Response<ResBody>, S::Error>, C>
     where
         S: Service<http::Request<B>, Response = http::Response<ResBody>>,
     {
@@ -106,7 +115,7 @@ impl<C: Clock> Exchange<C> {
         let grpc = is_grpc(request.headers());
         let permit = match decided {
             Ok(permit) => permit,
-            Err(refused) => return Ok(self.refuse_by_policy(&refused, grpc)),
+            Err(refused) => return Settled::Refused(self.refuse_by_policy(&refused, grpc)),
         };
         let until = permit.deadline;
         let clock = self.gate.clock().clone();
@@ -149,18 +158,8 @@ impl<C: Clock> Exchange<C> {
         })
         .await;
         match outcome {
-            Ok((Ok(response), permit)) => {
-                let outcome = outcome_of(self.failure.as_ref(), response.status());
-                Ok(response.map(|body| match permit {
-                    Some(permit) => SluiceBody::served_by_policy(body, permit, outcome),
-                    None => SluiceBody::served(body, None, outcome == Outcome::Failure),
-                }))
-            }
-            Ok((Err(error), permit)) => {
-                if let Some(permit) = permit {
-                    permit.failure();
-                }
-                Err(error)
+            Ok((answer, permit)) => {
+                Settled::Answered(answer, permit.map(|p| Held::Policy(Box::new(p))))
             }
             Err(ended) => {
                 let reason = match ended {
@@ -168,19 +167,14 @@ impl<C: Clock> Exchange<C> {
                     Ended::Cancelled => RejectReason::Cancelled,
                 };
                 tracing::debug!(reason = reason.as_str(), grpc, "call ended early");
-                let answer = refusal(&self.answers, &Rejection::new(reason), grpc, None);
-                Ok(answer.map(SluiceBody::refused))
+                Settled::Refused(refusal(&self.answers, &Rejection::new(reason), grpc, None))
             }
         }
     }
 
     /// The answer to a refusal by a stage of the chain: `RateLimit-Policy` names the route's rate
     /// when its rate limit refused, the gate's when the gate did.
-    fn refuse_by_policy<ResBody>(
-        &self,
-        refused: &Refusal,
-        grpc: bool,
-    ) -> http::Response<SluiceBody<ResBody, C>> {
+    fn refuse_by_policy(&self, refused: &Refusal, grpc: bool) -> http::Response<Bytes> {
         let rejection = &refused.rejection;
         let quota = if self.answers.rate_limit_headers && is_rate(rejection.reason) {
             match refused.stage {
@@ -202,6 +196,6 @@ impl<C: Clock> Exchange<C> {
             grpc,
             "request refused by its policy"
         );
-        refusal(&self.answers, rejection, grpc, quota).map(SluiceBody::refused)
+        refusal(&self.answers, rejection, grpc, quota)
     }
 }

@@ -57,9 +57,15 @@
 //!
 //! **Readiness.** `poll_ready` forwards the inner service's readiness and takes no permit: a
 //! service made ready and then never called (a router polling several, a load balancer) must not
-//! hold a slot of the gate. Admission happens in `call`, through [`Gate::acquire_owned`](crate::Gate::acquire_owned), whose
-//! permit is `Send + 'static` and can live in the response body. Every clone of the service shares
-//! the one gate.
+//! hold a slot of the gate. Admission happens in `call`, with the decision of
+//! [`Gate::acquire_owned`](crate::Gate::acquire_owned), whose permit is `Send + 'static` and can
+//! live in the response body. Every clone of the service shares the one gate.
+//!
+//! **Cost.** A request admitted or refused at once is decided in `call` without waiting, and the
+//! [`ResponseFuture`] holds no more than the inner service's future and the permit: nothing is
+//! allocated for it (`tests/tower_admission.rs` counts). Only a request that has to wait for its
+//! token or for the urgency lookup, or one under a route policy, a deadline or a cancellation
+//! signal, is a boxed future of its own.
 //!
 //! **Bodies.** Responses carry a [`SluiceBody`]: the inner body (same `Data` and `Error`) holding
 //! the permit, or the refusal's body. axum serves it as it is; the inner body's `Data` must be

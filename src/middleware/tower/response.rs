@@ -86,6 +86,7 @@ pub(crate) struct Quota {
 }
 
 /// Whether the request is gRPC: its `content-type` is `application/grpc` or `application/grpc+…`.
+#[inline]
 pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
     headers
         .get(CONTENT_TYPE)

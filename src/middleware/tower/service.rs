@@ -1,23 +1,23 @@
 //! [`SluiceService`]: the wrapped service. Readiness is the inner service's; admission happens
-//! in `call`, through the gate's own asynchronous acquisition.
+//! in `call`, where the gate decides without waiting: an admitted request is passed to the inner
+//! service at once, a refused one answered; only a request that has to wait, or one under a route
+//! policy, a deadline or a cancellation signal, goes on in a boxed exchange.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::Body;
-use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::body::SluiceBody;
-use super::future::ResponseFuture;
-use super::layer::{is_failure, Classifier, FailureRule, Policy};
+use super::body::{Held, SluiceBody};
+use super::future::{Holding, ResponseFuture, Settled};
+use super::guarded::grpc_deadline;
+use super::layer::{Classifier, Policy};
 use super::response::{is_grpc, is_rate, refusal, Answers, Quota};
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, MonotonicClock, Nanos};
 use crate::deadline::Cancel;
-use crate::gate::{Gate, OwnedPermit};
+use crate::gate::{Decision, Gate, OwnedPermit, Pending};
 use crate::rejection::Rejection;
 use crate::request::Request;
 
@@ -25,9 +25,10 @@ use crate::request::Request;
 ///
 /// `poll_ready` forwards the inner service's readiness and takes no permit, so a service that is
 /// ready but never called holds nothing. `call` decides: an admitted request goes to the inner
-/// service (a clone of it, the one made ready being taken along) and keeps its permit until the
-/// response body has been read to its end or dropped; a refused one is answered at once, without
-/// reaching the inner service.
+/// service (the instance made ready) and keeps its permit until the response body has been read
+/// to its end or dropped; a refused one is answered at once, without reaching the inner service.
+/// A request that has to wait for its token takes the instance made ready along (a clone stays
+/// for the next call).
 pub struct SluiceService<S, C: Clock = MonotonicClock> {
     inner: S,
     gate: Gate<C>,
@@ -84,159 +85,195 @@ where
 {
     type Response = http::Response<SluiceBody<ResBody, C>>;
     type Error = S::Error;
-    type Future = ResponseFuture<Result<Self::Response, S::Error>>;
+    type Future = ResponseFuture<S::Future, C>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        // The instance made ready goes with the request; this one stays for the next call.
-        let fresh = self.inner.clone();
-        let service = std::mem::replace(&mut self.inner, fresh);
-        // With the default policy nothing here touches a reference count but the gate's.
         let policy = &*self.policy;
-        let exchange = Exchange {
-            gate: self.gate.clone(),
-            classify: policy.classify.clone(),
-            failure: policy.failure.clone(),
-            answers: policy.answers,
-            grpc_timeout: policy.grpc_timeout,
-        };
-        ResponseFuture::new(Box::pin(exchange.run(service, request)))
-    }
-}
-
-/// Classifies the request (borrowing from its head) and acquires its permit; hands the request
-/// back with the decision.
-async fn decide<B, C: Clock>(
-    gate: &Gate<C>,
-    classify: &Classifier,
-    request: http::Request<B>,
-) -> (http::Request<B>, Result<OwnedPermit<C>, Rejection>) {
-    let (parts, body) = request.into_parts();
-    let decided = gate.acquire_owned(&classify(&parts)).await;
-    (http::Request::from_parts(parts, body), decided)
-}
-
-/// What one request's exchange needs besides the request and the service.
-pub(super) struct Exchange<C: Clock> {
-    pub(super) gate: Gate<C>,
-    pub(super) classify: Option<Classifier>,
-    pub(super) failure: Option<FailureRule>,
-    pub(super) answers: Answers,
-    pub(super) grpc_timeout: bool,
-}
-
-impl<C: Clock> Exchange<C> {
-    /// Decides (classifying the request by borrowing from its head), then calls the service or
-    /// answers the refusal.
-    async fn run<S, B, ResBody>(
-        self,
-        mut service: S,
-        request: http::Request<B>,
-    ) -> Result<http::Response<SluiceBody<ResBody, C>>, S::Error>
-    where
-        S: Service<http::Request<B>, Response = http::Response<ResBody>>,
-    {
-        // A route policy, a deadline or a cancellation signal: the guarded exchange, apart
-        // (boxed), so that this one stays as small as it was measured.
-        let deadline = self.grpc_deadline(&request);
-        if deadline.is_some()
+        let deadline = grpc_deadline(&self.gate, policy.grpc_timeout, &request);
+        if policy.classify.is_some()
+            || deadline.is_some()
             || self.gate.policies().is_active()
             || request.extensions().get::<Cancel>().is_some()
         {
-            return Box::pin(self.run_guarded(service, request, deadline)).await;
+            return self.call_apart(request, deadline);
         }
-        let (request, decided) = match &self.classify {
-            None => {
-                let decided = self
-                    .gate
-                    .acquire_owned(&Request::url(request.uri().path()))
-                    .await;
-                (request, decided)
-            }
-            // Boxed apart: inline, its state would grow every exchange's allocation past the
-            // size the allocator serves from its per-thread cache (measured in benches/layer.rs).
-            Some(classify) => Box::pin(decide(&self.gate, classify, request)).await,
-        };
-        let mut permit = match decided {
-            Ok(permit) => permit,
-            Err(rejection) => return Ok(self.refuse(&rejection, request.headers())),
-        };
+        // The common exchange, kept small so that the request goes to the inner service without
+        // being copied on the way: named by its path (borrowed), decided without waiting.
+        match self.gate.decide_owned(&Request::url(request.uri().path())) {
+            Decision::Admitted(permit) => self.admitted(permit, request),
+            decision => self.undecided(decision, request),
+        }
+    }
+}
+
+impl<S, C: Clock> SluiceService<S, C> {
+    /// Calls the inner service (the instance made ready) for a request admitted under `permit`.
+    #[inline(always)]
+    fn admitted<B, ResBody>(
+        &mut self,
+        mut permit: OwnedPermit<C>,
+        request: http::Request<B>,
+    ) -> ResponseFuture<S::Future, C>
+    where
+        S: Service<http::Request<B>, Response = http::Response<ResBody>>,
+    {
         // Until the answer comes back, a release is a cancellation (the client went away and the
-        // server dropped the exchange): not a success, and no latency to learn from.
+        // server dropped the exchange): not a success, no latency to learn from.
+        permit.mark_cancelled();
+        let future = self.inner.call(request);
+        ResponseFuture::admitted(future, permit, self.policy.failure.clone())
+    }
+
+    /// A request the gate refused, or one that has to wait: answered, or a boxed exchange.
+    #[inline(never)]
+    fn undecided<B, ResBody>(
+        &mut self,
+        decision: Decision<C>,
+        request: http::Request<B>,
+    ) -> ResponseFuture<S::Future, C>
+    where
+        S: Service<http::Request<B>, Response = http::Response<ResBody>> + Clone + Send + 'static,
+        S::Future: Send,
+        S::Error: Send,
+        B: Send + 'static,
+        ResBody: Send + 'static,
+    {
+        let policy = &*self.policy;
+        match decision {
+            Decision::Admitted(permit) => self.admitted(permit, request),
+            Decision::Refused(rejection) => {
+                // The instance made ready is let go, as any refused request's.
+                drop(take_ready(&mut self.inner));
+                let answer = refuse(&self.gate, &policy.answers, &rejection, request.headers());
+                ResponseFuture::refused(answer)
+            }
+            Decision::Pending(pending) => {
+                let exchange = Exchange::new(&self.gate, policy);
+                let service = take_ready(&mut self.inner);
+                ResponseFuture::boxed(
+                    Box::pin(exchange.run_waiting(pending, service, request)),
+                    policy.failure.clone(),
+                )
+            }
+        }
+    }
+
+    /// A request under a route policy, a deadline or a cancellation signal (the guarded exchange,
+    /// boxed), or one named by the layer's classifier.
+    #[inline(never)]
+    fn call_apart<B, ResBody>(
+        &mut self,
+        request: http::Request<B>,
+        deadline: Option<Nanos>,
+    ) -> ResponseFuture<S::Future, C>
+    where
+        S: Service<http::Request<B>, Response = http::Response<ResBody>> + Clone + Send + 'static,
+        S::Future: Send,
+        S::Error: Send,
+        B: Send + 'static,
+        ResBody: Send + 'static,
+    {
+        let policy = &*self.policy;
+        let guarded = deadline.is_some()
+            || self.gate.policies().is_active()
+            || request.extensions().get::<Cancel>().is_some();
+        match &policy.classify {
+            Some(classify) if !guarded => {
+                let (parts, body) = request.into_parts();
+                let decision = self.gate.decide_owned(&classify(&parts));
+                let request = http::Request::from_parts(parts, body);
+                match decision {
+                    Decision::Admitted(permit) => self.admitted(permit, request),
+                    decision => self.undecided(decision, request),
+                }
+            }
+            _ => {
+                let exchange = Exchange::new(&self.gate, policy);
+                let service = take_ready(&mut self.inner);
+                ResponseFuture::boxed(
+                    Box::pin(exchange.run_guarded(service, request, deadline)),
+                    policy.failure.clone(),
+                )
+            }
+        }
+    }
+}
+
+/// The instance of the service made ready, for a request served later; a clone of it stays for
+/// the next call.
+fn take_ready<S: Clone>(service: &mut S) -> S {
+    let fresh = service.clone();
+    std::mem::replace(service, fresh)
+}
+
+/// The answer to a refused request by the gate.
+pub(super) fn refuse<C: Clock>(
+    gate: &Gate<C>,
+    answers: &Answers,
+    rejection: &Rejection,
+    headers: &http::HeaderMap,
+) -> http::Response<Bytes> {
+    let quota = (answers.rate_limit_headers && is_rate(rejection.reason)).then(|| Quota {
+        limit: gate.snapshot().limits.max_qps,
+        window_secs: 1,
+    });
+    let grpc = is_grpc(headers);
+    tracing::debug!(
+        reason = rejection.reason.as_str(),
+        retry_after = ?rejection.retry_after,
+        grpc,
+        "request refused"
+    );
+    refusal(answers, rejection, grpc, quota)
+}
+
+/// What an exchange that waits, or runs under a policy, needs besides the request and the
+/// service: it outlives the call, so it owns its handles.
+pub(super) struct Exchange<C: Clock> {
+    pub(super) gate: Gate<C>,
+    pub(super) classify: Option<Classifier>,
+    pub(super) answers: Answers,
+}
+
+impl<C: Clock> Exchange<C> {
+    fn new(gate: &Gate<C>, policy: &Policy) -> Self {
+        Exchange {
+            gate: gate.clone(),
+            classify: policy.classify.clone(),
+            answers: policy.answers,
+        }
+    }
+
+    /// Waits for the gate's decision (a token, the urgency lookup), then calls the service or
+    /// answers the refusal.
+    async fn run_waiting<S, B, ResBody>(
+        self,
+        pending: Pending<C>,
+        mut service: S,
+        request: http::Request<B>,
+    ) -> Settled<Result<http::Response<ResBody>, S::Error>, C>
+    where
+        S: Service<http::Request<B>, Response = http::Response<ResBody>>,
+    {
+        let mut permit = match pending.wait().await {
+            Ok(permit) => permit,
+            Err(rejection) => {
+                let answer = refuse(&self.gate, &self.answers, &rejection, request.headers());
+                return Settled::Refused(answer);
+            }
+        };
         permit.mark_cancelled();
         let future = service.call(request);
         drop(service);
-        let (outcome, permit) = Holding {
+        let (answer, permit) = Holding {
             permit: Some(permit),
             future,
         }
         .await;
-        match outcome {
-            Ok(response) => {
-                let failed = is_failure(self.failure.as_ref(), response.status());
-                Ok(response.map(|body| SluiceBody::served(body, permit, failed)))
-            }
-            Err(error) => {
-                if let Some(permit) = permit {
-                    permit.failure();
-                }
-                Err(error)
-            }
-        }
-    }
-
-    /// The answer to a refused request.
-    pub(super) fn refuse<ResBody>(
-        &self,
-        rejection: &Rejection,
-        headers: &http::HeaderMap,
-    ) -> http::Response<SluiceBody<ResBody, C>> {
-        let quota = (self.answers.rate_limit_headers && is_rate(rejection.reason)).then(|| Quota {
-            limit: self.gate.snapshot().limits.max_qps,
-            window_secs: 1,
-        });
-        self.answer(rejection, headers, quota)
-    }
-
-    /// The answer to a refused request, with the rate in force for `RateLimit-Policy`.
-    pub(super) fn answer<ResBody>(
-        &self,
-        rejection: &Rejection,
-        headers: &http::HeaderMap,
-        quota: Option<Quota>,
-    ) -> http::Response<SluiceBody<ResBody, C>> {
-        let grpc = is_grpc(headers);
-        tracing::debug!(
-            reason = rejection.reason.as_str(),
-            retry_after = ?rejection.retry_after,
-            grpc,
-            "request refused"
-        );
-        refusal(&self.answers, rejection, grpc, quota).map(SluiceBody::refused)
-    }
-}
-
-pin_project! {
-    /// The inner service's future with the permit it runs under. Fields drop in declaration
-    /// order, so a cancelled exchange releases its permit before the handler's future is dropped:
-    /// whoever sees the handler gone also sees its capacity back.
-    pub(super) struct Holding<F, P> {
-        pub(super) permit: Option<P>,
-        #[pin]
-        pub(super) future: F,
-    }
-}
-
-impl<F: Future, P> Future for Holding<F, P> {
-    /// The inner answer, and the permit back (taken once: `None` if polled after completion).
-    type Output = (F::Output, Option<P>);
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let outcome = ready!(this.future.poll(cx));
-        Poll::Ready((outcome, this.permit.take()))
+        Settled::Answered(answer, permit.map(Held::Gate))
     }
 }
