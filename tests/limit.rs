@@ -51,6 +51,24 @@ fn token_bucket_refills_exactly_and_says_when_n_tokens_exist() {
 }
 
 #[test]
+fn a_token_bucket_counted_in_nanoseconds_refuses_a_take_past_584_years_with_the_exact_wait() {
+    // One token a century: three of them bring the state within a word's reach of its end, three
+    // more would carry it past `u64::MAX` nanoseconds.
+    let century = Duration::from_secs(100 * 365 * 86_400);
+    let clock = ManualClock::new();
+    let config = TokenBucketConfig {
+        capacity: 3,
+        refill: 1,
+        per: century,
+    };
+    let b = TokenBucket::new(config, clock.clone()).unwrap();
+    b.try_acquire(3).unwrap();
+    assert_eq!(retry(b.try_acquire(1)), Some(century));
+    assert_eq!(retry(b.try_acquire(3)), Some(3 * century));
+    assert_eq!(b.available(), 0);
+}
+
+#[test]
 fn every_limiter_refuses_more_than_its_capacity_and_never_admits_it() {
     let clock = ManualClock::new();
     let limiters: Vec<Box<dyn Limiter<Clock = ManualClock>>> = vec![
@@ -854,6 +872,8 @@ proptest! {
         let quota = QuotaConfig { limit: 5, period: S, alert_at: 1.0 };
         let limiters: Vec<Box<dyn Limiter<Clock = ManualClock>>> = vec![
             Box::new(TokenBucket::new(TokenBucketConfig { capacity: 5, refill: 7, per: S }, clock.clone()).unwrap()),
+            // A refill that divides the period: the bucket counts in nanoseconds, in one word.
+            Box::new(TokenBucket::new(TokenBucketConfig { capacity: 5, refill: 10, per: S }, clock.clone()).unwrap()),
             Box::new(Gcra::new(GcraConfig { rate: 7, per: S, burst: 5 }, clock.clone()).unwrap()),
             Box::new(FixedWindow::new(window(5), clock.clone()).unwrap()),
             Box::new(SlidingWindow::new(window(5), clock.clone()).unwrap()),

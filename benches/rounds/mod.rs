@@ -22,11 +22,12 @@ pub(crate) fn measuring() -> bool {
 }
 
 /// Whether the ratio labelled `label` is wanted: all of them, or those whose label contains one
-/// of the words given after `--` (the same words filter criterion's benches).
+/// of the words given after `--` (the same words filter criterion's benches). Numbers are the
+/// values of criterion's options (`--measurement-time 3`), not filters.
 pub(crate) fn selected(label: &str) -> bool {
     let words: Vec<String> = std::env::args()
         .skip(1)
-        .filter(|a| !a.starts_with("--"))
+        .filter(|a| !a.starts_with("--") && a.parse::<f64>().is_err())
         .collect();
     words.is_empty() || words.iter().any(|w| label.contains(w.as_str()))
 }

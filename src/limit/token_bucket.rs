@@ -10,7 +10,8 @@
 //! bucket is then full again no later than `capacity` tokens' units after `t`. In any span `t` it
 //! admits at most `capacity + refill·t/per` tokens. By default the state lives in a
 //! [`TokenStore`]: one word when the units are nanoseconds, two otherwise, and either way one
-//! compare-and-swap per admission and none on a refusal.
+//! compare-and-swap per admission and none on a refusal. Counted in nanoseconds, a call also does
+//! its arithmetic in one word, and a refusal's wait is a subtraction.
 //!
 //! ```
 //! use std::time::Duration;
@@ -62,6 +63,8 @@ pub struct TokenBucket<C: Clock = MonotonicClock, St = TokenStore> {
     /// The state never reaches this: `u64::MAX` when the units are nanoseconds (so that the
     /// state fits one word; 584 years, as GCRA's), `u128::MAX` otherwise.
     ceiling: u128,
+    /// `full` in one word (saturated), for the arithmetic of a bucket counted in nanoseconds.
+    full_ns: u64,
 }
 
 impl<C: Clock> TokenBucket<C> {
@@ -98,7 +101,52 @@ impl<C: Clock, St: StateStore<TokenState>> TokenBucket<C, St> {
             } else {
                 u128::MAX
             },
+            full_ns: config.capacity.saturating_mul(token),
         })
+    }
+
+    /// Whether the units are nanoseconds (the refill divides the period): the state then stays
+    /// below `u64::MAX` and one word of arithmetic decides.
+    #[inline]
+    fn in_nanos(&self) -> bool {
+        self.scale.get() == 1
+    }
+
+    /// [`TokenBucket::take`] for a bucket counted in nanoseconds, in one word: the same state
+    /// and the same moment of admission. `full_at` is below `u64::MAX` (the bucket's ceiling);
+    /// a take that would reach it is decided by [`TokenBucket::take`].
+    #[inline]
+    fn take_ns(&self, full_at: u64, t: Nanos, n: u64) -> Result<u64, u128> {
+        let after = n
+            .checked_mul(self.token)
+            .and_then(|cost| full_at.max(t).checked_add(cost));
+        match after {
+            Some(after) if after < u64::MAX => {
+                // `full_ns` saturates where `full` exceeds a word, which `after` never reaches:
+                // the subtraction gives 0 either way.
+                let admitted_at = after.saturating_sub(self.full_ns);
+                if admitted_at <= t {
+                    Ok(after)
+                } else {
+                    Err(u128::from(admitted_at))
+                }
+            }
+            _ => self.take_past_a_word(full_at, t, n),
+        }
+    }
+
+    /// A take at `t` that would carry the state to `u64::MAX` or past it: refused (the state
+    /// never reaches its ceiling), with the moment the wide arithmetic names.
+    #[cold]
+    #[inline(never)]
+    fn take_past_a_word(&self, full_at: u64, t: Nanos, n: u64) -> Result<u64, u128> {
+        let state = TokenState {
+            full_at: u128::from(full_at),
+        };
+        match self.take(state, u128::from(t), n) {
+            Ok(s) => Ok(u64::try_from(s.full_at).unwrap_or(u64::MAX)),
+            Err(at) => Err(at),
+        }
     }
 
     /// `now` in units.
@@ -153,7 +201,23 @@ impl<C: Clock, St: StateStore<TokenState>> Limiter for TokenBucket<C, St> {
         if n > self.capacity {
             return Err(exceeds_capacity());
         }
-        let t = self.units(self.clock.now());
+        let now = self.clock.now();
+        if self.in_nanos() {
+            // One word of arithmetic, and a refusal's wait without a division.
+            return self
+                .store
+                .update(move |s| {
+                    // Below `u64::MAX` in this form (see `take_ns`).
+                    let full_at = u64::try_from(s.full_at).unwrap_or(u64::MAX);
+                    s.full_at = u128::from(self.take_ns(full_at, now, n)?);
+                    Ok(())
+                })
+                .map_err(move |at: u128| {
+                    let wait = u64::try_from(at).map_or(u64::MAX, |at| at.saturating_sub(now));
+                    refused(RejectReason::RateLimited, wait.max(1))
+                });
+        }
+        let t = self.units(now);
         self.store
             .update(|s| {
                 *s = self.take(*s, t, n)?;

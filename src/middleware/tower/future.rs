@@ -47,21 +47,22 @@ pin_project! {
     ///
     /// Polled again after it completed with a refusal.
     pub struct ResponseFuture<F: Future, C: Clock = MonotonicClock> {
+        // Fields drop in declaration order: the permit is released before the inner future is
+        // dropped, as in `Holding`.
+        permit: Option<OwnedPermit<C>>,
+        failure: Option<FailureRule>,
         #[pin]
         state: State<F, C>,
     }
 }
 
 pin_project! {
-    // Flat, without a `Holding` in the admitted case: each level of nesting was one more copy
-    // of the inner future on its way into the value `call` returns (measured in benches/layer.rs).
+    // The inner future alone in its variant, the permit beside the state: the future the inner
+    // service returns is written where it stays, where nested in the permit's variant it was
+    // assembled apart and copied once more (measured in benches/layer.rs).
     #[project = StateProj]
     enum State<F: Future, C: Clock> {
         Admitted {
-            // Fields drop in declaration order: the permit is released before the inner future
-            // is dropped, as in `Holding`.
-            permit: Option<OwnedPermit<C>>,
-            failure: Option<FailureRule>,
             #[pin]
             future: F,
         },
@@ -70,7 +71,6 @@ pin_project! {
         },
         Boxed {
             exchange: Boxed<F::Output, C>,
-            failure: Option<FailureRule>,
         },
     }
 }
@@ -84,17 +84,17 @@ impl<F: Future, C: Clock> ResponseFuture<F, C> {
         failure: Option<FailureRule>,
     ) -> Self {
         ResponseFuture {
-            state: State::Admitted {
-                permit: Some(permit),
-                failure,
-                future,
-            },
+            permit: Some(permit),
+            failure,
+            state: State::Admitted { future },
         }
     }
 
     /// A refusal's answer.
     pub(crate) fn refused(answer: http::Response<Bytes>) -> Self {
         ResponseFuture {
+            permit: None,
+            failure: None,
             state: State::Refused {
                 answer: Some(answer),
             },
@@ -104,7 +104,9 @@ impl<F: Future, C: Clock> ResponseFuture<F, C> {
     /// An exchange that waits, or runs under a policy, a deadline or a cancellation signal.
     pub(crate) fn boxed(exchange: Boxed<F::Output, C>, failure: Option<FailureRule>) -> Self {
         ResponseFuture {
-            state: State::Boxed { exchange, failure },
+            permit: None,
+            failure,
+            state: State::Boxed { exchange },
         }
     }
 }
@@ -116,24 +118,22 @@ where
 {
     type Output = Result<http::Response<SluiceBody<B, C>>, E>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
-            StateProj::Admitted {
-                permit,
-                failure,
-                future,
-            } => {
+        let this = self.project();
+        match this.state.project() {
+            StateProj::Admitted { future } => {
                 let answer = ready!(future.poll(cx));
-                let held = permit.take().map(Held::Gate);
-                Poll::Ready(settle(answer, held, failure.as_ref()))
+                let held = this.permit.take().map(Held::Gate);
+                Poll::Ready(settle(answer, held, this.failure.as_ref()))
             }
             StateProj::Refused { answer } => match answer.take() {
                 Some(answer) => Poll::Ready(Ok(answer.map(SluiceBody::refused))),
                 None => panic!("`ResponseFuture` polled after it completed"),
             },
-            StateProj::Boxed { exchange, failure } => match ready!(exchange.as_mut().poll(cx)) {
+            StateProj::Boxed { exchange } => match ready!(exchange.as_mut().poll(cx)) {
                 Settled::Answered(answer, held) => {
-                    Poll::Ready(settle(answer, held, failure.as_ref()))
+                    Poll::Ready(settle(answer, held, this.failure.as_ref()))
                 }
                 Settled::Refused(answer) => Poll::Ready(Ok(answer.map(SluiceBody::refused))),
             },

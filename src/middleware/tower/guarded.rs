@@ -34,6 +34,7 @@ static GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
 /// What an answer says to a policy's breaker: a failure by the layer's rule (5xx by default),
 /// nothing for any other 4xx (the caller's own mistake), a success otherwise.
+#[inline]
 pub(super) fn outcome_of(rule: Option<&FailureRule>, status: StatusCode) -> Outcome {
     if is_failure(rule, status) {
         Outcome::Failure

@@ -65,7 +65,8 @@
 //! [`ResponseFuture`] holds no more than the inner service's future and the permit: nothing is
 //! allocated for it (`tests/tower_admission.rs` counts). Only a request that has to wait for its
 //! token or for the urgency lookup, or one under a route policy, a deadline or a cancellation
-//! signal, is a boxed future of its own.
+//! signal, is a boxed future of its own. Why, and what a request still costs:
+//! `docs/design/tower.md`.
 //!
 //! **Bodies.** Responses carry a [`SluiceBody`]: the inner body (same `Data` and `Error`) holding
 //! the permit, or the refusal's body. axum serves it as it is; the inner body's `Data` must be
