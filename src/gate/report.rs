@@ -16,6 +16,17 @@ impl<C: Clock> Gate<C> {
     }
 }
 
+impl<C: Clock> Gate<C> {
+    /// The whole gate's rate in force, requests per second, read without the sampler's lock: what
+    /// a refused request's `RateLimit-Policy` announces (a snapshot per refusal would take the
+    /// lock every request's tick takes, and copy the percentile histograms).
+    #[cfg(feature = "tower")]
+    pub(crate) fn rate_in_force(&self) -> f64 {
+        let interval = self.inner.hot.bucket(true).interval().max(1);
+        1e9 / interval as f64
+    }
+}
+
 impl<C: Clock> Inner<C> {
     /// The snapshot at `now`: the figures of the sampler's latest tick (in `m`), the rest read live.
     pub(super) fn snapshot(&self, m: &Monitor, now: Nanos) -> Snapshot {

@@ -184,7 +184,7 @@ impl<C: Clock> Exchange<C> {
                     window_secs: r.window.as_secs() + u64::from(r.window.subsec_nanos() > 0),
                 }),
                 _ => Some(Quota {
-                    limit: self.gate.snapshot().limits.max_qps,
+                    limit: self.gate.rate_in_force(),
                     window_secs: 1,
                 }),
             }

@@ -218,7 +218,7 @@ pub(super) fn refuse<C: Clock>(
     headers: &http::HeaderMap,
 ) -> http::Response<Bytes> {
     let quota = (answers.rate_limit_headers && is_rate(rejection.reason)).then(|| Quota {
-        limit: gate.snapshot().limits.max_qps,
+        limit: gate.rate_in_force(),
         window_secs: 1,
     });
     let grpc = is_grpc(headers);
