@@ -7,6 +7,9 @@
 //! back afterwards.
 #![cfg(feature = "tower")]
 
+#[path = "common/http.rs"]
+mod http_common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,22 +19,15 @@ use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use http_body_util::Full;
 use sluicegate::clock::ManualClock;
 use sluicegate::deadline::Cancel;
 use sluicegate::middleware::tower::SluiceLayer;
 use sluicegate::{Config, Gate};
 use tokio::sync::{mpsc, Notify};
-use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
-/// Every await of a test is bounded by this.
-const LIMIT: Duration = Duration::from_secs(30);
-
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
+use http_common::{client, fetch, serve, HttpClient, LIMIT};
 
 fn gate(toml: &str, clock: &ManualClock) -> Gate<ManualClock> {
     let config = Config::from_toml_str(toml).expect("a valid test configuration");
@@ -40,38 +36,6 @@ fn gate(toml: &str, clock: &ManualClock) -> Gate<ManualClock> {
         .without_memory_probe()
         .build()
         .expect("a valid gate")
-}
-
-async fn serve(app: Router) -> (SocketAddr, JoinHandle<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("local address");
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app).await.expect("the server runs");
-    });
-    (addr, server)
-}
-
-fn client() -> HttpClient {
-    Client::builder(TokioExecutor::new()).build_http()
-}
-
-async fn fetch(
-    client: &HttpClient,
-    request: http::Request<Full<Bytes>>,
-) -> (StatusCode, HeaderMap, Bytes) {
-    let response = timeout(LIMIT, client.request(request))
-        .await
-        .expect("answered in time")
-        .expect("an HTTP answer");
-    let (parts, body) = response.into_parts();
-    let body = timeout(LIMIT, body.collect())
-        .await
-        .expect("body in time")
-        .expect("a whole body")
-        .to_bytes();
-    (parts.status, parts.headers, body)
 }
 
 fn get_request(addr: SocketAddr, path: &str) -> http::Request<Full<Bytes>> {

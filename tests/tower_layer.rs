@@ -5,13 +5,15 @@
 //! client gone mid-request releases its permit, clones share the gate, a 5xx is a failure.
 #![cfg(feature = "tower")]
 
+#[path = "common/http.rs"]
+mod http_common;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::routing::get;
@@ -19,22 +21,15 @@ use axum::Router;
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use sluicegate::clock::MonotonicClock;
 use sluicegate::middleware::tower::SluiceLayer;
 use sluicegate::{Config, Gate};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Notify};
-use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
-/// Every await of a test is bounded by this.
-const LIMIT: Duration = Duration::from_secs(30);
-
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
+use http_common::{client, fetch, serve, HttpClient, LIMIT};
 
 fn gate(toml: &str) -> Gate {
     let config = Config::from_toml_str(toml).expect("a valid test configuration");
@@ -58,39 +53,8 @@ fn rate_gate() -> Gate {
     )
 }
 
-async fn serve(app: Router) -> (SocketAddr, JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("local address");
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app).await.expect("the server runs");
-    });
-    (addr, server)
-}
-
-fn client() -> HttpClient {
-    Client::builder(TokioExecutor::new()).build_http()
-}
-
 fn request(addr: SocketAddr, path: &str) -> http::request::Builder {
     http::Request::get(format!("http://{addr}{path}"))
-}
-
-/// Sends a request and reads the whole answer.
-async fn fetch(
-    client: &HttpClient,
-    request: http::Request<Full<Bytes>>,
-) -> (StatusCode, HeaderMap, Bytes) {
-    let response = timeout(LIMIT, client.request(request))
-        .await
-        .expect("answered in time")
-        .expect("an HTTP answer");
-    let (parts, body) = response.into_parts();
-    let body = timeout(LIMIT, body.collect())
-        .await
-        .expect("body in time")
-        .expect("a whole body")
-        .to_bytes();
-    (parts.status, parts.headers, body)
 }
 
 async fn get_path(
