@@ -238,44 +238,7 @@ impl<C: Clock> Policies<C> {
         gate: Option<&Gate<C>>,
         on_drop: OnDrop,
     ) -> Result<PolicyPermit<C>, Refusal> {
-        let mut p = self.start(request)?;
-        let route = Arc::clone(&p.route);
-        let key = route.key_of(request);
-        if let Some(rate) = &route.rate {
-            let taken = match rate {
-                RateStage::Local(rate) => rate.acquire_blocking_before(1, p.deadline),
-                RateStage::Keyed(rate) => rate.try_acquire(key),
-                #[cfg(feature = "redis")]
-                RateStage::Redis(stage) => stage.limiter.try_acquire_local(key, 1),
-            };
-            if let Err(r) = taken {
-                return Err(p.refuse(StageKind::Rate, r));
-            }
-        }
-        p = Self::take_key_slot(p, key)?;
-        if let Some(limiter) = &route.concurrency {
-            if is_cancelled(request) {
-                return Err(p.cancelled(StageKind::Concurrency));
-            }
-            match limiter.acquire_blocking_before(1, p.deadline) {
-                Ok(permit) => p.concurrency = Some(permit),
-                Err(r) => return Err(p.refuse(StageKind::Concurrency, r)),
-            }
-        }
-        let held = match gate {
-            Some(gate) if route.gate => {
-                if is_cancelled(request) {
-                    return Err(p.cancelled(StageKind::Gate));
-                }
-                let request = request.with_deadline_before(p.deadline);
-                match gate.acquire_blocking_owned(&request) {
-                    Ok(permit) => Some(permit),
-                    Err(r) => return Err(p.refuse(StageKind::Gate, r)),
-                }
-            }
-            _ => None,
-        };
-        Ok(p.admit(held, on_drop))
+        self.admit_sync(request, gate, on_drop, true)
     }
 
     /// The chain without any waiting: each stage admits now or refuses.
@@ -284,11 +247,24 @@ impl<C: Clock> Policies<C> {
         request: &Request<'_>,
         gate: Option<&Gate<C>>,
     ) -> Result<PolicyPermit<C>, Refusal> {
+        self.admit_sync(request, gate, OnDrop::Success, false)
+    }
+
+    /// The synchronous chain: `blocking`, a stage may block the thread until its deadline and a
+    /// cancellation is looked at before each stage; otherwise every stage decides now.
+    fn admit_sync(
+        &self,
+        request: &Request<'_>,
+        gate: Option<&Gate<C>>,
+        on_drop: OnDrop,
+        blocking: bool,
+    ) -> Result<PolicyPermit<C>, Refusal> {
         let mut p = self.start(request)?;
         let route = Arc::clone(&p.route);
         let key = route.key_of(request);
         if let Some(rate) = &route.rate {
             let taken = match rate {
+                RateStage::Local(rate) if blocking => rate.acquire_blocking_before(1, p.deadline),
                 RateStage::Local(rate) => rate.try_acquire(1),
                 RateStage::Keyed(rate) => rate.try_acquire(key),
                 #[cfg(feature = "redis")]
@@ -300,18 +276,36 @@ impl<C: Clock> Policies<C> {
         }
         p = Self::take_key_slot(p, key)?;
         if let Some(limiter) = &route.concurrency {
-            match limiter.try_acquire(1) {
+            if blocking && is_cancelled(request) {
+                return Err(p.cancelled(StageKind::Concurrency));
+            }
+            let taken = if blocking {
+                limiter.acquire_blocking_before(1, p.deadline)
+            } else {
+                limiter.try_acquire(1)
+            };
+            match taken {
                 Ok(permit) => p.concurrency = Some(permit),
                 Err(r) => return Err(p.refuse(StageKind::Concurrency, r)),
             }
         }
         let held = match gate {
-            Some(gate) if route.gate => match gate.try_acquire_owned(request) {
-                Ok(permit) => Some(permit),
-                Err(r) => return Err(p.refuse(StageKind::Gate, r)),
-            },
+            Some(gate) if route.gate => {
+                if blocking && is_cancelled(request) {
+                    return Err(p.cancelled(StageKind::Gate));
+                }
+                let taken = if blocking {
+                    gate.acquire_blocking_owned(&request.with_deadline_before(p.deadline))
+                } else {
+                    gate.try_acquire_owned(request)
+                };
+                match taken {
+                    Ok(permit) => Some(permit),
+                    Err(r) => return Err(p.refuse(StageKind::Gate, r)),
+                }
+            }
             _ => None,
         };
-        Ok(p.admit(held, OnDrop::Success))
+        Ok(p.admit(held, on_drop))
     }
 }
