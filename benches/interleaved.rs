@@ -3,9 +3,9 @@
 //! Why beside criterion: criterion measures one bench after another, each for seconds. On a shared
 //! machine the speed of the whole machine drifts between them (seen here: governor's median moved
 //! from 13.6 ns to 19.9 ns between two runs minutes apart), so a ratio of two medians taken seconds
-//! apart carries that drift. Here both sides of a ratio run in the same round: `CALLS` calls of one,
-//! then `CALLS` of the other (the order alternating round to round), and the round's ratio is taken
-//! at once. Drift slower than a round cancels out. The figure is the median of `ROUNDS` such ratios,
+//! apart carries that drift. Here both sides of a ratio run in the same round: `SIZE.calls` calls of one,
+//! then as many of the other (the order alternating round to round), and the round's ratio is taken
+//! at once. Drift slower than a round cancels out. The figure is the median of `SIZE.rounds` such ratios,
 //! with its quartiles to show the spread.
 //!
 //! Run with `scripts/bench` (after the criterion groups) or `cargo bench --features quanta --bench
@@ -14,92 +14,42 @@
 //! `try_acquire` and the drop of its result, or governor's `check()`.
 
 use std::hint::black_box;
-use std::time::Instant;
 
 mod fixtures;
+mod rounds;
 use fixtures::{
     gate_refused_rate, gate_switch_off, gate_switch_on_token, governor_exhausted,
     governor_std_clock, request,
 };
+use rounds::Rounds;
 
 /// Calls per contender per round: long enough to dwarf the clock reads around it (two per round),
-/// short enough that a round (two contenders) takes a few milliseconds.
-const CALLS: u32 = 100_000;
-/// Rounds measured per ratio.
-const ROUNDS: usize = 201;
-/// Rounds run first and thrown away (caches, branch predictors, the gate's first sampler ticks).
-const WARM_UP: usize = 20;
+/// short enough that a round (two contenders) takes a few milliseconds; 201 rounds after 20 of
+/// warm-up (caches, branch predictors, the gate's first sampler ticks).
+const SIZE: Rounds = Rounds {
+    calls: 100_000,
+    rounds: 201,
+    warm_up: 20,
+};
 
-/// Nanoseconds per call of `op`, over `CALLS` calls.
-fn per_call<F: Fn()>(op: &F) -> f64 {
-    let started = Instant::now();
-    for _ in 0..CALLS {
-        op();
-    }
-    started.elapsed().as_nanos() as f64 / f64::from(CALLS)
-}
-
-/// The quartiles of `values` (sorted in place).
-fn quartiles(values: &mut [f64]) -> [f64; 3] {
-    values.sort_by(f64::total_cmp);
-    let at = |q: usize| values[(values.len() - 1) * q / 4];
-    [at(1), at(2), at(3)]
-}
-
-/// Measures `num / den` in alternating rounds and prints the line; returns the median ratio.
+/// [`rounds::ratio_over`] at this bench's size.
 fn ratio<N: Fn(), D: Fn()>(label: &str, num: N, den: D, target: Option<f64>) -> Option<f64> {
-    if !selected(label) {
-        return None;
-    }
-    let mut ratios = Vec::with_capacity(ROUNDS);
-    let mut peer = Vec::with_capacity(ROUNDS);
-    for round in 0..WARM_UP + ROUNDS {
-        let (n, d) = if round % 2 == 0 {
-            let n = per_call(&num);
-            (n, per_call(&den))
-        } else {
-            let d = per_call(&den);
-            (per_call(&num), d)
-        };
-        if round >= WARM_UP {
-            ratios.push(n / d);
-            peer.push(d);
-        }
-    }
-    let [q1, median, q3] = quartiles(&mut ratios);
-    let [_, peer_median, _] = quartiles(&mut peer);
-    let verdict = match target {
-        Some(t) if median <= t => format!("[target <= {t}x] ok"),
-        Some(t) => format!("[target <= {t}x] MISSED"),
-        None => String::new(),
-    };
-    println!(
-        "  {label:<52} {median:>5.2}x  (quartiles {q1:.2}-{q3:.2}; peer {peer_median:.1} ns) {verdict}"
-    );
-    Some(median)
-}
-
-/// Whether the ratio labelled `label` is to be measured: every one, or those whose label contains
-/// one of the words given after `--` (`cargo bench --bench interleaved -- switch_on_token_quanta`),
-/// to measure or profile one path alone.
-fn selected(label: &str) -> bool {
-    let words: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .collect();
-    words.is_empty() || words.iter().any(|w| label.contains(w.as_str()))
+    rounds::ratio_over(SIZE, label, num, den, target)
 }
 
 fn main() {
     // `cargo bench` passes `--bench`; any other run (`cargo test --all-targets` runs this target
     // with no argument, unoptimised) must not spend a minute measuring, nor print ratios of a
     // debug build beside the targets.
-    if !std::env::args().any(|a| a == "--bench") {
+    if !rounds::measuring() {
         return;
     }
     let req = request();
     println!();
-    println!("Interleaved ratios, 1 thread: median of {ROUNDS} rounds of {CALLS} calls per side");
+    println!(
+        "Interleaved ratios, 1 thread: median of {} rounds of {} calls per side",
+        SIZE.rounds, SIZE.calls
+    );
 
     #[cfg(feature = "quanta")]
     {
