@@ -3,13 +3,16 @@
 //!
 //! ```sh
 //! cargo run --release --features sim --example sim_trace -- scenario.toml [seed] [from_s] [to_s]
+//! cargo run --release --features sim --example sim_trace -- draw FAMILY_SEED INDEX [from_s] [to_s]
 //! ```
+//!
+//! `urgent refused` counts the urgent requests refused since the line before.
 
 use std::process::ExitCode;
 
 use sluicegate::clock::{Clock, ManualClock, Nanos};
 use sluicegate::sim::{
-    run_strategy, simulated_gate, AttemptId, BackendView, Offer, Scenario, SharedMemory,
+    family, run_strategy, simulated_gate, AttemptId, BackendView, Offer, Scenario, SharedMemory,
     Sluicegate, Strategy,
 };
 use sluicegate::{Config, Gate};
@@ -19,11 +22,16 @@ struct Traced<'g> {
     gate: &'g Gate<ManualClock>,
     clock: ManualClock,
     window: (f64, f64),
+    urgent_refused: u64,
 }
 
 impl Strategy for Traced<'_> {
     fn offer(&mut self, id: AttemptId, urgent: bool, now: Nanos, b: &BackendView) -> Offer {
-        self.inner.offer(id, urgent, now, b)
+        let offer = self.inner.offer(id, urgent, now, b);
+        if urgent && matches!(offer, Offer::Refuse { .. }) {
+            self.urgent_refused += 1;
+        }
+        offer
     }
     fn ready(&mut self, id: AttemptId, now: Nanos, b: &BackendView) -> Offer {
         self.inner.ready(id, now, b)
@@ -44,7 +52,7 @@ impl Strategy for Traced<'_> {
             let s = self.gate.snapshot();
             let l = s.learned;
             println!(
-                "{t:7.2}s in {:>5} ceil {:>5?} knee {:>5?} s0 {:>10.3?} cap {:>8.1?} conf {} | max_in {:>5} shared {:>5} switch {} refused {}",
+                "{t:7.2}s in {:>5} ceil {:>5?} knee {:>5?} s0 {:>10.3?} cap {:>8.1?} conf {} | max_in {:>5} shared {:>5} switch {} refused {} urgent refused {}",
                 s.in_flight,
                 l.ceiling,
                 l.knee,
@@ -55,7 +63,9 @@ impl Strategy for Traced<'_> {
                 s.limits.shared_in_flight,
                 on as u8,
                 s.counters.refused_in_flight,
+                self.urgent_refused,
             );
+            self.urgent_refused = 0;
         }
         on
     }
@@ -66,22 +76,27 @@ impl Strategy for Traced<'_> {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(path) = args.first() else {
-        eprintln!("usage: sim_trace scenario.toml [seed] [from_s] [to_s]");
-        return ExitCode::from(2);
-    };
-    let scenario = match std::fs::read_to_string(path)
-        .map_err(|e| e.to_string())
-        .and_then(|t| Scenario::from_toml_str(&t).map_err(|e| e.to_string()))
-    {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{path}: {e}");
-            return ExitCode::FAILURE;
+    let num = |i: usize, d: f64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
+    let (scenario, seed, window_at) = if args.first().map(String::as_str) == Some("draw") {
+        let draw = family::draw(num(1, 1.0) as u64, num(2, 0.0) as usize);
+        (draw.scenario(), draw.scenario_seed(), 3)
+    } else {
+        let Some(path) = args.first() else {
+            eprintln!("usage: sim_trace scenario.toml [seed] [from_s] [to_s]");
+            eprintln!("       sim_trace draw FAMILY_SEED INDEX [from_s] [to_s]");
+            return ExitCode::from(2);
+        };
+        match std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| Scenario::from_toml_str(&t).map_err(|e| e.to_string()))
+        {
+            Ok(s) => (s, num(1, 1.0) as u64, 2),
+            Err(e) => {
+                eprintln!("{path}: {e}");
+                return ExitCode::FAILURE;
+            }
         }
     };
-    let num = |i: usize, d: f64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
-    let seed = num(1, 1.0) as u64;
     let clock = ManualClock::new();
     let memory = SharedMemory::new(scenario.backend.memory_base, scenario.backend.memory_limit);
     let gate = match simulated_gate(Config::default(), &clock, &memory) {
@@ -95,7 +110,8 @@ fn main() -> ExitCode {
         inner: Sluicegate::new(&gate, clock.clone(), memory),
         gate: &gate,
         clock,
-        window: (num(2, 0.0), num(3, f64::INFINITY)),
+        window: (num(window_at, 0.0), num(window_at + 1, f64::INFINITY)),
+        urgent_refused: 0,
     };
     let r = run_strategy(&scenario, seed, "sluicegate-auto", &mut s, &mut |_| {});
     println!("goodput ratio {:.3}", r.goodput_ratio);

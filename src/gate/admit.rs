@@ -96,7 +96,11 @@ impl<C: Clock> Inner<C> {
         }
         let shared = self.hot.shared_cap.load(Ordering::Relaxed);
         let slot = if self.turnstile.try_enter(shared) {
-            Slot::Regular
+            if self.turnstile.current() < self.hot.urgent_watch.load(Ordering::Relaxed) {
+                Slot::Regular
+            } else {
+                self.watched_slot(now, class)
+            }
         } else {
             match self.enter_near_ceiling(now, class) {
                 Ok(slot) => slot,
@@ -251,7 +255,10 @@ impl<C: Clock> Inner<C> {
             }
         };
         if self.turnstile.try_enter(cap) {
-            return Ok(Slot::Regular);
+            return Ok(self.slot_of(urgency));
+        }
+        if urgency == Urgency::Urgent && self.enter_urgent_room(ceiling, cap) {
+            return Ok(Slot::Urgent);
         }
         // The non-urgent floor: whatever urgent demand takes, non-urgent requests get
         // `non_urgent_qps` of the ceiling.
@@ -277,6 +284,62 @@ impl<C: Clock> Inner<C> {
             RejectReason::InFlightCeiling
         };
         Err(self.refuse(reason, None))
+    }
+
+    /// The slot of a request of `urgency` admitted regularly: an urgent one is counted among the
+    /// urgent requests in flight while the gate watches them (see [`Inner::enter_urgent_room`]).
+    #[inline]
+    pub(super) fn slot_of(&self, urgency: Urgency) -> Slot {
+        if urgency == Urgency::Urgent && self.hot.urgent_watch.load(Ordering::Relaxed) != u64::MAX {
+            self.urgent_in_flight.enter();
+            Slot::Urgent
+        } else {
+            Slot::Regular
+        }
+    }
+
+    /// The slot of a request admitted below the shared level at or above the level from which the
+    /// gate counts urgent requests: classified if that is cheap (no lookup to wait for), so that
+    /// the count is exact wherever it can decide anything.
+    #[cold]
+    pub(super) fn watched_slot(&self, now: Option<Nanos>, class: Class<'_, '_>) -> Slot {
+        let urgency = match class {
+            Class::Known(u) => u,
+            Class::Unknown(request) => {
+                let now = now.unwrap_or_else(|| self.clock.now());
+                match self.classify_cached(request, now) {
+                    Some(u) => {
+                        self.count_class(u);
+                        u
+                    }
+                    None => return Slot::Regular,
+                }
+            }
+            Class::Floor | Class::PastCap => Urgency::NonUrgent,
+        };
+        self.slot_of(urgency)
+    }
+
+    /// Urgent room beyond the ceiling in force (`cap` for this request, `ceiling` the in-flight
+    /// ceiling): while urgent demand is light, an urgent request may go in as long as urgent
+    /// requests alone hold fewer than the ceiling, up to `urgent_room` more in all. What is in
+    /// flight above the working level is then non-urgent work draining (a lowered ceiling) or
+    /// urgent work, never new non-urgent work.
+    #[cold]
+    pub(super) fn enter_urgent_room(&self, ceiling: u64, cap: u64) -> bool {
+        let room = self.hot.urgent_room.load(Ordering::Relaxed);
+        if room == 0 || self.urgent_in_flight.current() >= ceiling {
+            return false;
+        }
+        let memory_hard = self.hot.memory_hard_cap.load(Ordering::Relaxed);
+        if !self
+            .turnstile
+            .try_enter(cap.saturating_add(room).min(memory_hard))
+        {
+            return false;
+        }
+        self.urgent_in_flight.enter();
+        true
     }
 
     /// The non-urgent floor with fixed numbers: a non-urgent request stopped by the urgent reserve
@@ -340,8 +403,10 @@ impl<C: Clock> Inner<C> {
 
     #[inline]
     pub(super) fn release(&self, started: Nanos, outcome: Outcome, charge: Charge) {
-        if charge.slot() == Slot::Floor {
-            self.floor_in_flight.leave();
+        match charge.slot() {
+            Slot::Floor => self.floor_in_flight.leave(),
+            Slot::Urgent => self.urgent_in_flight.leave(),
+            Slot::Regular => {}
         }
         self.turnstile.leave();
         let cost = charge.cost();

@@ -133,6 +133,7 @@ impl<C: Clock> GateBuilder<C> {
             turnstile: CachePadded::new(Turnstile::new()),
             ledger: Ledger::default(),
             floor_in_flight: CachePadded::new(InFlight::new()),
+            urgent_in_flight: CachePadded::new(InFlight::new()),
             declared: CachePadded::new(AtomicU64::new(0)),
             waiters: CachePadded::new(AtomicU64::new(0)),
             switch: CachePadded::new(SwitchCell::new(gate.switch)),

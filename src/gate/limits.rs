@@ -68,6 +68,13 @@ pub(super) struct HotLimits {
     /// The urgency of a request without an explicit one when no route table and no lookup can tell
     /// otherwise; [`NEEDS_SETTINGS`] when they can.
     pub(super) implicit_urgency: AtomicU8,
+    /// Urgent room beyond the in-flight ceiling for urgent requests while they alone hold fewer
+    /// than the ceiling (see [`Inner::enter_urgent_room`]); 0 where urgent requests are not
+    /// counted: a fixed ceiling, or an urgent flood.
+    pub(super) urgent_room: AtomicU64,
+    /// Requests admitted at or above this in-flight level are classified where that is cheap and
+    /// counted if urgent; `u64::MAX` where urgent requests are not counted (a fixed ceiling).
+    pub(super) urgent_watch: AtomicU64,
     /// The `retry_after` of a refusal for lack of capacity (in-flight ceiling, waiters): the time
     /// the work in flight takes to turn over, the trimmed-mean latency once measured.
     pub(super) drain_hint: AtomicU64,
@@ -123,6 +130,8 @@ impl HotLimits {
         };
         self.shared_cap.store(non_urgent, r);
         self.non_urgent_cap.store(non_urgent, r);
+        self.urgent_room.store(0, r);
+        self.urgent_watch.store(u64::MAX, r);
         self.non_urgent_before_token.store(before_token, r);
         self.memory_soft_cap.store(u64::MAX, r);
         self.memory_hard_cap.store(u64::MAX, r);

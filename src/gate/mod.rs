@@ -249,13 +249,10 @@ const UNLEARNED_MAX_RUNNING: u64 = 500;
 const UNLEARNED_MAX_AVG_LATENCY: Duration = Duration::from_secs(3);
 /// Urgent headroom above the working level, at least, while urgent demand leaves room in it.
 const URGENT_HEADROOM_MIN: u64 = 2;
-/// Urgent headroom above the working level once urgent demand alone fills it (no probe holding
-/// it below the knee): one request, and non-urgent requests then stop one below the working
-/// level, so that urgent ones keep the lead of two requests they had (a non-urgent request gets
-/// in only when three complete before the next urgent one arrives), with one request less in the
-/// queue of a service that urgent requests alone keep saturated. (Headroom of one with non-urgent
-/// requests at the working level: 0.6 % of the capacity more answered on 10 workers at 1 ms, 10x,
-/// but urgent success in `flash-crowd` fell from 59 % to 51 %.)
+/// Standard deviations of a Poisson count of urgent requests that the urgent headroom covers.
+const URGENT_HEADROOM_SIGMAS: f64 = 3.0;
+/// Urgent headroom above the working level once urgent demand alone nearly fills it: one request;
+/// non-urgent requests then get only what urgent demand leaves below it.
 const URGENT_HEADROOM_FULL: u64 = 1;
 /// Before urgent demand is known, the urgent reserve below a fixed `max_in_flight` is this share
 /// of the ceiling (and at least one request): a sixteenth, room for a few urgent requests that
@@ -304,6 +301,15 @@ const SWITCH_ON_TICKS: u32 = 2;
 /// tick), so that urgent bursts find room.
 fn peak_held(now: f64, before: f64) -> f64 {
     now.max(before * 0.9)
+}
+
+/// Urgent room above the working level while urgent demand is light (`need` of them in flight,
+/// leaving the share `left` of the working level): three standard deviations of a Poisson count
+/// of them, shrinking as they fill the working level (where urgent requests have room of their
+/// own: see `Inner::enter_urgent_room`).
+fn urgent_headroom(need: f64, left: f64) -> u64 {
+    let spread = URGENT_HEADROOM_SIGMAS * need.max(0.0).sqrt() * left;
+    spread.max(0.0) as u64 + URGENT_HEADROOM_MIN
 }
 
 /// A tick's figure of urgent demand for the urgent reserve below a fixed ceiling: quick to grow,
@@ -414,6 +420,9 @@ struct Inner<C: Clock> {
     /// turnstile's count): urgent requests do not count them against the ceiling, so the floor takes
     /// its slots next to the urgent headroom, not out of it.
     floor_in_flight: CachePadded<InFlight>,
+    /// Urgent requests in flight, counted while the gate watches them (see
+    /// [`HotLimits::urgent_watch`]).
+    urgent_in_flight: CachePadded<InFlight>,
     /// Declared memory costs of the requests in flight, in bytes.
     declared: CachePadded<AtomicU64>,
     waiters: CachePadded<AtomicU64>,

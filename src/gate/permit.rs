@@ -47,36 +47,41 @@ pub struct Permit<'g, C: Clock = MonotonicClock> {
 }
 
 /// What a permit gives back on release besides a slot: its declared memory cost, and whether its
-/// slot is on the non-urgent floor. One word, so that the permit stays as small as measured (see
-/// `Rejection`): costs are at most [`MAX_COST`](crate::request::MAX_COST), so the top bit is free.
+/// slot is on the non-urgent floor or counted as urgent. One word, so that the permit stays as
+/// small as measured (see `Rejection`): costs are at most [`MAX_COST`](crate::request::MAX_COST),
+/// so the top two bits are free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Charge(u64);
 
 // The flag needs a bit that no cost uses (checked at compile time).
-const _: () = assert!(crate::request::MAX_COST < Charge::FLOOR);
+const _: () = assert!(crate::request::MAX_COST < Charge::URGENT);
 
 impl Charge {
     const FLOOR: u64 = 1 << 63;
+    const URGENT: u64 = 1 << 62;
 
     #[inline]
     pub(super) fn new(cost: u64, slot: Slot) -> Self {
         match slot {
             Slot::Regular => Charge(cost),
+            Slot::Urgent => Charge(cost | Self::URGENT),
             Slot::Floor => Charge(cost | Self::FLOOR),
         }
     }
 
     #[inline]
     pub(super) fn cost(self) -> u64 {
-        self.0 & !Self::FLOOR
+        self.0 & !(Self::FLOOR | Self::URGENT)
     }
 
     #[inline]
     pub(super) fn slot(self) -> Slot {
-        if self.0 & Self::FLOOR == 0 {
-            Slot::Regular
-        } else {
+        if self.0 & Self::FLOOR != 0 {
             Slot::Floor
+        } else if self.0 & Self::URGENT != 0 {
+            Slot::Urgent
+        } else {
+            Slot::Regular
         }
     }
 }
@@ -86,6 +91,8 @@ impl Charge {
 pub(super) enum Slot {
     /// Below the ceiling (or, urgent, in its headroom).
     Regular,
+    /// An urgent request counted in `Inner::urgent_in_flight` too.
+    Urgent,
     /// On the non-urgent floor, above the ceiling (counted in `Inner::floor_in_flight` too).
     Floor,
 }

@@ -159,8 +159,12 @@ impl<C: Clock> Inner<C> {
                 m.urgent_need = peak_held(urgent_rate * latency, m.urgent_need);
                 m.urgent_recent = briefly_held(urgent_rate * latency, m.urgent_recent);
                 m.urgent_known |= latency > 0.0;
+                // What decides a flood must not be a tick's chance: the urgent count less two
+                // standard deviations of it (one urgent request of two classified is no flood).
+                let sure = (urgent as f64 - 2.0 * (urgent as f64).sqrt()).max(0.0);
+                let sure_rate = demand as f64 / secs * (sure / classified as f64);
                 let own = m.estimator.base_latency().map_or(latency, |b| b / 1e9);
-                m.urgent_fill = peak_held(urgent_rate * own, m.urgent_fill);
+                m.urgent_fill = peak_held(sure_rate * own, m.urgent_fill);
             }
             m.last_tick = now;
             m.last_totals = totals;
@@ -305,14 +309,8 @@ impl<C: Clock> Inner<C> {
             .max_in_flight
             .clamp(learned.ceiling.unwrap_or(crate::capacity::START as u64))
             .max(1);
-        // Urgent headroom above it. Non-urgent requests are held at the working level, so urgent
-        // requests in flight are part of it; above it they need room only for their own bursts:
-        // three standard deviations of a Poisson count of them, so that an urgent request finds
-        // the headroom full about once in a thousand. The headroom shrinks to one request once
-        // urgent demand alone fills the working level: urgent requests are then limited too, so
-        // the service never drowns, but any urgent request still beats every non-urgent one to a
-        // freed slot (see `URGENT_HEADROOM_FULL`). A fixed `max_in_flight` has none above it,
-        // but a reserve below it (see `urgent_reserve` and `non_urgent` below).
+        // Urgent headroom above it (see `urgent_headroom`), one request in an urgent flood, none
+        // above a fixed `max_in_flight` but a reserve below it (see `urgent_reserve`).
         // The non-urgent floor's own count in flight, at its rate (Little's law) and the service's
         // own latency, and room for its bursts: twice that, and two. At the latency of now the
         // room would grow with the very queue it lets in.
@@ -327,17 +325,15 @@ impl<C: Clock> Inner<C> {
         // Urgent demand's count in flight, and the share of the working level it leaves.
         let need = m.urgent_need.min(working as f64);
         let left = 1.0 - need / working as f64;
+        // Urgent demand floods the service once its count at the base latency fills the working
+        // level by itself.
         let urgent_full = g.max_in_flight.is_auto() && m.urgent_fill >= working as f64;
         let (headroom, floor_credit) = if g.max_in_flight.is_auto() {
-            let spread = 3.0 * need.sqrt() * left;
             let credit = (floor_room * left).ceil();
-            // Not under a probe, whose working level is below the knee on purpose: there the
-            // second request is no queue, and holding it back cost cold starts of 10 workers
-            // 0.011 to 0.024 of their capacity (`sim_cold_start`, seeds 1 to 8).
             let headroom = if urgent_full {
                 URGENT_HEADROOM_FULL
             } else {
-                spread.max(0.0) as u64 + URGENT_HEADROOM_MIN
+                urgent_headroom(need, left)
             };
             (headroom, credit.clamp(0.0, u32::MAX as f64) as u64)
         } else {
@@ -368,11 +364,11 @@ impl<C: Clock> Inner<C> {
         };
         hot.floor_slots.store(floor_slots, Ordering::Relaxed);
         let soft = hot.memory_soft_cap.load(Ordering::Relaxed);
-        // Once urgent demand alone fills the working level, non-urgent requests stop a request
-        // below it, so that urgent ones keep two requests of lead (as with the two of headroom
-        // they had) with one less in the service's queue.
+        // Once urgent demand alone nearly fills the working level, non-urgent requests get only
+        // what it leaves, less two standard deviations of its count: urgent work first.
         let non_urgent = if urgent_full {
-            working.saturating_sub(1).max(1)
+            let fill = m.urgent_fill.min(working as f64);
+            (working as f64 - fill - 2.0 * fill.sqrt()).max(0.0) as u64
         } else {
             working
         };
@@ -386,6 +382,23 @@ impl<C: Clock> Inner<C> {
             .store(before_token, Ordering::Relaxed);
         hot.shared_cap
             .store(non_urgent.min(soft), Ordering::Relaxed);
+        // Room for urgent requests beyond the ceiling while they alone hold less than it: a
+        // working level more, within the ceiling's bound (see `Inner::enter_urgent_room`). Only
+        // once a knee shows: before, the ceiling is the slow start's, not the service's.
+        let urgent_room = match g.max_in_flight {
+            Limit::Auto { max, .. } if !urgent_full && learned.knee.is_some() => {
+                working.min(max.map_or(u64::MAX, |m| m.saturating_sub(ceiling)))
+            }
+            _ => 0,
+        };
+        hot.urgent_room.store(urgent_room, Ordering::Relaxed);
+        // Counted whatever the room of the moment, so that the count is right when room opens.
+        let watch = if g.max_in_flight.is_auto() {
+            (working.min(soft) / 2).max(1)
+        } else {
+            u64::MAX
+        };
+        hot.urgent_watch.store(watch, Ordering::Relaxed);
     }
 
     /// Deadline-aware waiting: a token wait plus the expected latency must fit in `request_timeout`;
