@@ -33,6 +33,9 @@ pub struct Snapshot {
     pub in_flight: u64,
     /// Of those, the non-urgent requests admitted on their floor above the ceiling.
     pub floor_in_flight: u64,
+    /// Of those, the urgent requests counted: with a learned ceiling, those admitted while at
+    /// least half the working level was in flight (where urgent requests get room of their own).
+    pub urgent_in_flight: u64,
     /// Requests waiting for a token.
     pub waiters: u64,
     /// Declared memory costs ([`crate::Request::with_cost`]) of the requests in flight, bytes.

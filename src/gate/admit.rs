@@ -308,10 +308,7 @@ impl<C: Clock> Inner<C> {
             Class::Unknown(request) => {
                 let now = now.unwrap_or_else(|| self.clock.now());
                 match self.classify_cached(request, now) {
-                    Some(u) => {
-                        self.count_class(u);
-                        u
-                    }
+                    Some(u) => u,
                     None => return Slot::Regular,
                 }
             }

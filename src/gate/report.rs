@@ -39,6 +39,7 @@ impl<C: Clock> Inner<C> {
             at: Duration::from_nanos(now),
             in_flight,
             floor_in_flight: self.floor_in_flight.current(),
+            urgent_in_flight: self.urgent_in_flight.current(),
             waiters: self.waiters.load(Ordering::Acquire),
             declared_bytes: self.declared.load(Ordering::Relaxed),
             trimmed_mean: figures.trimmed_mean.map(Duration::from_nanos),

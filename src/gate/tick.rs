@@ -159,12 +159,8 @@ impl<C: Clock> Inner<C> {
                 m.urgent_need = peak_held(urgent_rate * latency, m.urgent_need);
                 m.urgent_recent = briefly_held(urgent_rate * latency, m.urgent_recent);
                 m.urgent_known |= latency > 0.0;
-                // What decides a flood must not be a tick's chance: the urgent count less two
-                // standard deviations of it (one urgent request of two classified is no flood).
-                let sure = (urgent as f64 - 2.0 * (urgent as f64).sqrt()).max(0.0);
-                let sure_rate = demand as f64 / secs * (sure / classified as f64);
                 let own = m.estimator.base_latency().map_or(latency, |b| b / 1e9);
-                m.urgent_fill = peak_held(sure_rate * own, m.urgent_fill);
+                m.urgent_fill = peak_held(urgent_rate * own, m.urgent_fill);
             }
             m.last_tick = now;
             m.last_totals = totals;
@@ -364,11 +360,10 @@ impl<C: Clock> Inner<C> {
         };
         hot.floor_slots.store(floor_slots, Ordering::Relaxed);
         let soft = hot.memory_soft_cap.load(Ordering::Relaxed);
-        // Once urgent demand alone nearly fills the working level, non-urgent requests get only
-        // what it leaves, less two standard deviations of its count: urgent work first.
+        // Once urgent demand alone fills the working level, non-urgent requests stop a request
+        // below it, so that urgent ones keep a lead of two.
         let non_urgent = if urgent_full {
-            let fill = m.urgent_fill.min(working as f64);
-            (working as f64 - fill - 2.0 * fill.sqrt()).max(0.0) as u64
+            working.saturating_sub(1).max(1)
         } else {
             working
         };
