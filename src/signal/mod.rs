@@ -1,0 +1,14 @@
+//! Signals: what the request path leaves behind for the gate to read.
+//!
+//! The request path only records: a completed call writes its latency into a ring of atomics
+//! ([`sampler`]), and every decision bumps a counter of its own thread ([`counters`]). Neither
+//! takes a lock or allocates, and neither is read on the request path: the gate's tick reads them
+//! once per tick (the trimmed mean, the percentiles, the rates) and turns them into the figures
+//! the switch and the capacity estimator decide on, and [`crate::Gate::snapshot`] sums the
+//! counters for the user.
+//!
+//! The memory reading is a signal too, but it is [`crate::probe`], public: a service may plug a
+//! probe of its own in.
+
+pub(crate) mod counters;
+pub(crate) mod sampler;
