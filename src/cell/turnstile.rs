@@ -51,6 +51,8 @@ use super::bucket::{schedule, Bucket, BucketParams, Reservation, Schedule};
 use super::sync::{lock, AtomicU64, Mutex};
 use crate::clock::Nanos;
 
+/// Bits of the count: about a million requests in flight, far above any ceiling a process holds,
+/// and 42 bits left for the schedule (73 minutes of nanoseconds).
 const COUNT_BITS: u32 = 20;
 /// The most requests a turnstile counts in flight: a ceiling above it counts as this.
 pub(crate) const MAX_COUNT: u64 = (1 << COUNT_BITS) - 1;
@@ -62,15 +64,19 @@ const SCHEDULE_SHIFT: u32 = COUNT_BITS + 2;
 const SCHEDULE_BITS: u32 = 64 - SCHEDULE_SHIFT;
 /// The count and the mode: everything below the schedule.
 const BELOW_SCHEDULE: u64 = (1 << SCHEDULE_SHIFT) - 1;
-/// The fast mode serves clock readings within this of its anchor (about 4.6 minutes).
+/// The fast mode serves clock readings within this of its anchor (about 4.6 minutes): the gate's
+/// ticks re-anchor it [`REANCHOR`] away, so only a clock that jumped or a gate idle for minutes
+/// (no request, no tick) reads further.
 pub(crate) const FRESH: Nanos = 1 << 38;
-/// The fast mode keeps the schedule within this of its anchor (about 18 minutes).
+/// The fast mode keeps the schedule within this of its anchor (about 18 minutes): room for a
+/// fresh reading plus three of the longest intervals, waits or bursts that fit (asserted below).
 pub(crate) const WINDOW: Nanos = 1 << 40;
 /// The fast mode serves token intervals, burst tolerances and waits of at most this (about
 /// 2 minutes 17 seconds): all bits below one, so that a single test of the three together says
 /// whether they fit.
 pub(crate) const FITS: Nanos = (1 << 37) - 1;
-/// [`Turnstile::configure`] re-anchors once the clock is this far from the anchor (about 69 s).
+/// [`Turnstile::configure`] re-anchors once the clock is this far from the anchor (about 69 s):
+/// a quarter of [`FRESH`], so a tick re-anchors long before a reading goes stale.
 const REANCHOR: Nanos = 1 << 36;
 /// The fast mode keeps clear of the end of 64-bit time.
 const LATEST_ANCHOR: Nanos = u64::MAX - (1 << 42);

@@ -507,7 +507,7 @@ impl<C: Clock> Gate<C> {
 
     /// Admits the request, waits for its token, or refuses it. The permit releases the request when
     /// dropped (as a success) or through [`Permit::success`] / [`Permit::failure`]. Dropping the future
-    /// while it waits for a token gives the token back where that is safe (see [`Bucket::cancel`]).
+    /// while it waits for a token gives the token back where that is safe (none waits behind it).
     pub async fn acquire(&self, request: &Request<'_>) -> Result<Permit<'_, C>, Rejection> {
         let inner = &*self.inner;
         let status = inner.check_ceilings()?;
