@@ -151,6 +151,9 @@ pub mod middleware;
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod observe;
 pub mod policy;
+// The memory probe is one of the signals and lives with them, but a service may plug a probe of its
+// own in: it stays public at `sluicegate::probe`, which is also the target of its log events.
+#[path = "signal/probe.rs"]
 pub mod probe;
 pub mod rejection;
 #[cfg(feature = "reload")]

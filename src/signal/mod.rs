@@ -7,8 +7,10 @@
 //! the switch and the capacity estimator decide on, and [`crate::Gate::snapshot`] sums the
 //! counters for the user.
 //!
-//! The memory reading is a signal too, but it is [`crate::probe`], public: a service may plug a
-//! probe of its own in.
+//! The memory reading is a signal too, read off the request path by a probe thread. Its file,
+//! `probe.rs`, lives here, but it is declared at the crate root as the public [`crate::probe`]: a
+//! service may plug a probe of its own in, and `sluicegate::probe` stays its path and the target
+//! of its log events.
 
 pub(crate) mod counters;
 pub(crate) mod sampler;
