@@ -24,7 +24,6 @@
 //! | `tokio/semaphore` | tokio `Semaphore::try_acquire` + drop of the permit |
 //! | `parts/clock_now` | sluicegate's `MonotonicClock::now()` alone (1 thread only) |
 //! | `parts/arc_swap_load` | one `ArcSwap::load()` and its guard's drop, as the gate loads its settings (1 thread only) |
-//! | `parts/bucket_try_acquire` | that clock read + `Bucket::try_acquire`, the bare GCRA cell (1 thread only) |
 //!
 //! The sluicegate gates are built with [`Gate::new`], so the system memory probe runs on its own
 //! thread as in production (the request path reads only its atomic), and with the default sampler
@@ -44,7 +43,6 @@ use std::sync::{Barrier, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion};
-use sluicegate::bucket::{Bucket, BucketParams};
 use sluicegate::clock::{Clock, MonotonicClock};
 use sluicegate::RejectReason;
 
@@ -250,12 +248,6 @@ fn contenders(c: &mut Criterion, name: &str, threads: usize) {
         bench_op(&mut group, threads, "parts", "arc_swap_load", || {
             black_box(**black_box(&settings).load());
         });
-        let bucket = Bucket::new();
-        let params = BucketParams::with_burst(1e12, Duration::from_secs(1));
-        bench_op(&mut group, threads, "parts", "bucket_try_acquire", || {
-            let now = clock.now();
-            let _ = black_box(black_box(&bucket).try_acquire(now, &params));
-        });
     }
 
     group.finish();
@@ -323,7 +315,7 @@ fn median_from_estimates(json: &str) -> Option<f64> {
 /// The medians table, then the ratios against the targets. Prints nothing when no estimate was
 /// written by this run (`--list`, `--test`, a filter that matched nothing, `--discard-baseline`).
 fn ratios(_: &mut Criterion) {
-    const BENCHES: [&str; 14] = [
+    const BENCHES: [&str; 13] = [
         "sluicegate/switch_off",
         "sluicegate/switch_on_token",
         "sluicegate/switch_off_quanta",
@@ -337,7 +329,6 @@ fn ratios(_: &mut Criterion) {
         "tokio/semaphore",
         "parts/clock_now",
         "parts/arc_swap_load",
-        "parts/bucket_try_acquire",
     ];
     // (numerator, denominator, label of the denominator, target)
     const RATIOS: [(&str, &str, &str, Option<f64>); 11] = [

@@ -70,10 +70,11 @@
 //! ## Self-tuning: what the shipped defaults do
 //!
 //! `max_qps`, `max_running`, `max_avg_latency` and `max_in_flight` default to `"auto"`: the gate
-//! learns them from what it measures instead of asking for a guess ([`capacity`] explains how and
-//! why). For each timed request it knows the requests in flight when it was admitted and how long
-//! it took; the level past which latency climbs is the service's parallelism (the *knee*), the
-//! latency below it the base latency, their quotient the capacity. Then:
+//! learns them from what it measures instead of asking for a guess (`docs/design/capacity.md`
+//! explains how and why). For each timed request it knows the requests in flight when it was
+//! admitted and how long it took; the level past which latency climbs is the service's
+//! parallelism (the *knee*), the latency below it the base latency, their quotient the capacity.
+//! Then:
 //! * **The in-flight ceiling sits just above the knee** (10 % and half its square root), so a
 //!   flood is stopped on the request that crosses it (no waiting for a latency signal) while the
 //!   service keeps a short queue and never idles. Until a knee shows, the ceiling starts at eight
@@ -124,24 +125,22 @@
 //! ```
 //!
 //! The modules, one concept each: [`config`] (the TOML file and its validation), [`clock`],
-//! [`request`] and [`routes`] and [`lookup`] (what a request is and how urgent), [`bucket`] (the
-//! token bucket), [`inflight`] and [`turnstile`] (the in-flight count, and the count and the whole
-//! gate's bucket in one word), [`sampler`] (latency summaries), [`capacity`] (the learned
-//! figures), [`probe`] (memory), [`switch`], [`gate`] (the guard), [`snapshot`] and [`counters`]
-//! (what it reports), [`rejection`] (why it refused), and `sim` (the simulator, feature `sim`).
+//! [`request`] and [`routes`] and [`lookup`] (what a request is and how urgent), [`probe`]
+//! (memory), [`switch`], [`gate`] (the guard), [`snapshot`] (what it reports, with the learned
+//! figures and the counters), [`rejection`] (why it refused), and `sim` (the simulator, feature
+//! `sim`). The token buckets, the in-flight count, the latency sampler and the capacity estimator
+//! are the gate's own and not part of the API; `docs/design/` in the repository explains them.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 pub mod breaker;
-pub mod bucket;
-pub mod capacity;
+mod capacity;
+mod cell;
 pub mod clock;
 pub mod config;
-pub mod counters;
 pub mod deadline;
 pub mod gate;
-pub mod inflight;
 pub mod keyed;
 pub mod limit;
 pub mod lookup;
@@ -152,6 +151,9 @@ pub mod middleware;
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod observe;
 pub mod policy;
+// The memory probe is one of the signals and lives with them, but a service may plug a probe of its
+// own in: it stays public at `sluicegate::probe`, which is also the target of its log events.
+#[path = "signal/probe.rs"]
 pub mod probe;
 pub mod rejection;
 #[cfg(feature = "reload")]
@@ -159,7 +161,7 @@ pub mod rejection;
 pub mod reload;
 pub mod request;
 pub mod routes;
-pub mod sampler;
+mod signal;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod snapshot;
@@ -167,8 +169,6 @@ pub mod snapshot;
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod store;
 pub mod switch;
-mod sync;
-pub mod turnstile;
 
 pub use config::{Config, ConfigError};
 pub use gate::{Admission, Gate, GateBuilder, OwnedPermit, Permit, Ticket};

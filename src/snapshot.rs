@@ -17,9 +17,10 @@ use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
-use crate::capacity::Learned;
-use crate::counters::Counters;
 use crate::switch::SwitchStatus;
+
+pub use crate::capacity::Learned;
+pub use crate::signal::counters::Counters;
 
 /// The gate's vital signs and counters, from [`crate::Gate::snapshot`]. Figures computed by the
 /// sampler (latency, rates) are those of its latest tick; in-flight, waiters, memory, the switch and
@@ -86,7 +87,7 @@ pub struct Limits {
     pub max_avg_latency: Duration,
     /// Rate of the whole gate while the switch is on, requests per second: `max_qps`, or with a
     /// learned `max_qps` 15 % above the learned capacity (the switch compares demand with the
-    /// capacity itself, [`crate::capacity::Learned::capacity`]).
+    /// capacity itself, [`Learned::capacity`]).
     pub max_qps: f64,
     /// Hard in-flight ceiling (`max_in_flight`); urgent requests may use all of it.
     pub max_in_flight: u64,

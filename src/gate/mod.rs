@@ -39,14 +39,14 @@
 //!    already waiting; otherwise it is refused at once with `retry_after`. The longest wait is
 //!    `request_timeout`; with any learned figure, less the expected latency, and while the switch
 //!    is on a quarter of the expected latency (`waiting = "adaptive"`). The whole gate's bucket
-//!    shares one atomic word with the in-flight count ([`crate::turnstile`]): a request that
+//!    shares one atomic word with the in-flight count (the turnstile cell): a request that
 //!    finds a token at once and a slot below the shared level takes both in one
 //!    compare-and-swap.
 //! 5. The admitted request holds a [`Permit`]; releasing it (on return, error, panic or cancellation)
 //!    decrements in-flight and records the latency. Exactly once.
 //!
 //! # Learned limits
-//! Each tick the sampler feeds the capacity estimator ([`crate::capacity`]) and turns what it
+//! Each tick the sampler feeds the capacity estimator (`docs/design/capacity.md`) and turns what it
 //! learned into the limits in force, within the config's bounds (a fixed number wins):
 //! `max_in_flight` = the estimator's ceiling (above the knee once one shows, the slow start's
 //! before) plus the urgent headroom; `max_avg_latency` = 1.5 × the base latency once measured;
@@ -81,23 +81,23 @@ use arc_swap::ArcSwap;
 use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, ReentrantMutex};
 
-use crate::bucket::{Bucket, BucketParams, Reservation};
 use crate::capacity::{Estimator, Learned, Ledger};
+use crate::cell::bucket::{Bucket, BucketParams, Reservation};
+use crate::cell::inflight::InFlight;
+use crate::cell::turnstile::{Drawn, Turnstile};
 use crate::clock::{duration_to_nanos, Clock, MonotonicClock, Nanos};
 use crate::config::{Config, ConfigError, Limit, Waiting};
-use crate::counters::{Counters, Event, Stripes};
-use crate::inflight::InFlight;
 use crate::lookup::{LookupCache, UrgencyLookup};
 use crate::probe::{MemoryGauge, MemoryProbe, ProbeThread, SystemMemoryProbe};
 use crate::rejection::{RejectReason, Rejection};
 use crate::request::{Request, Urgency};
 use crate::routes::RouteTable;
-use crate::sampler::{
+use crate::signal::counters::{Counters, Event, Stripes};
+use crate::signal::sampler::{
     trimmed_mean, LatencyRing, Percentiles, LATENCY_BITS, LATENCY_MASK, MAX_LEVEL,
 };
 use crate::snapshot::{Limits, Snapshot};
 use crate::switch::{SwitchBits, SwitchCell, SwitchMode};
-use crate::turnstile::{Drawn, Turnstile};
 
 mod admit;
 mod builder;
@@ -516,7 +516,7 @@ impl<C: Clock> Gate<C> {
 
     /// Admits the request, waits for its token, or refuses it. The permit releases the request when
     /// dropped (as a success) or through [`Permit::success`] / [`Permit::failure`]. Dropping the future
-    /// while it waits for a token gives the token back where that is safe (see [`Bucket::cancel`]).
+    /// while it waits for a token gives the token back where that is safe (none waits behind it).
     pub async fn acquire(&self, request: &Request<'_>) -> Result<Permit<'_, C>, Rejection> {
         let inner = &*self.inner;
         let status = inner.check_ceilings()?;

@@ -153,7 +153,7 @@ mod decision {
 
     use super::super::{Admission, Inner, Ticket};
     use super::OwnedPermit;
-    use crate::bucket::Reservation;
+    use crate::cell::bucket::Reservation;
     use crate::clock::{Clock, Nanos};
     use crate::deadline::Cancel;
     use crate::gate::Gate;

@@ -144,7 +144,7 @@ pub enum Admission<'g, C: Clock = MonotonicClock> {
 
 /// A request that holds a reserved token and waits for it. It counts against `max_waiters` until it
 /// is admitted or dropped; dropping it (cancellation) abandons the wait and hands the token back where
-/// that is safe (see [`Bucket::cancel`]).
+/// that is safe (when no later reservation waits behind it).
 #[must_use = "dropping the ticket abandons the wait"]
 pub struct Ticket<'g, C: Clock = MonotonicClock> {
     pub(super) inner: &'g Inner<C>,

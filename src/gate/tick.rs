@@ -73,7 +73,7 @@ impl<C: Clock> Inner<C> {
         // Latency: feed new samples to the percentiles, then the trimmed mean of the last `window`.
         // The ledger first: a request that completes after it keeps its cohort open.
         m.estimator
-            .read_ledger(&self.ledger, now & crate::sampler::LATENCY_MASK);
+            .read_ledger(&self.ledger, now & crate::signal::sampler::LATENCY_MASK);
         let head = settings.ring.recorded();
         m.scratch.clear();
         m.tick_samples.clear();
@@ -134,7 +134,7 @@ impl<C: Clock> Inner<C> {
             // service's room.
             let refused = !m.ceiling_bounded && totals.refused_in_flight > last.refused_in_flight;
             let learned = m.estimator.observe(
-                now & crate::sampler::LATENCY_MASK,
+                now & crate::signal::sampler::LATENCY_MASK,
                 settings.tick,
                 &m.tick_samples,
                 mask + 1,

@@ -5,7 +5,7 @@
 //! conforms iff `max(TAT, t) + n·T <= t + burst·T`, with `T = ceil(per / rate)` (rounded up, so
 //! it never runs faster than its rate); so in any span `d` it admits at most `burst + d/T` calls,
 //! and `retry_after` is the exact moment the call would conform. Same arithmetic as the gate's
-//! [`bucket`](crate::bucket), with `n` and a pluggable store.
+//! token bucket, with `n` and a pluggable store.
 //!
 //! ```
 //! use std::time::Duration;

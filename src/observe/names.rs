@@ -7,7 +7,7 @@
 /// Counter: requests decided, by [`LABEL_RESULT`]: `admitted`, `refused` (with [`LABEL_REASON`],
 /// [`crate::RejectReason::as_str`]: `in_flight_ceiling`, `memory_ceiling`, `rate_limited`,
 /// `too_many_waiters`) or `abandoned` (the caller gave up while waiting for its token).
-/// [`crate::counters::Counters::admitted`], `refused_*` and `abandoned`.
+/// [`crate::snapshot::Counters::admitted`], `refused_*` and `abandoned`.
 pub const REQUESTS: &str = "sluicegate_requests_total";
 
 /// Counter: requests classified, by [`LABEL_URGENCY`] (`urgent`, `non_urgent`). The gate
@@ -53,23 +53,23 @@ pub const LATENCY_TRIMMED_MEAN: &str = "sluicegate_latency_trimmed_mean_seconds"
 pub const MEMORY_RATIO: &str = "sluicegate_memory_ratio";
 
 /// Gauge: the learned capacity, completions per second the service sustains; NaN until measured
-/// ([`crate::capacity::Learned::capacity`]).
+/// ([`crate::snapshot::Learned::capacity`]).
 pub const LEARNED_CAPACITY: &str = "sluicegate_learned_capacity_requests_per_second";
 
 /// Gauge: the learned latency of a request that does not queue, seconds; NaN until measured
-/// ([`crate::capacity::Learned::base_latency`]).
+/// ([`crate::snapshot::Learned::base_latency`]).
 pub const LEARNED_BASE_LATENCY: &str = "sluicegate_learned_base_latency_seconds";
 
 /// Gauge: the learned knee, the in-flight level at which latency starts to climb; NaN until
-/// measured ([`crate::capacity::Learned::knee`]).
+/// measured ([`crate::snapshot::Learned::knee`]).
 pub const LEARNED_KNEE: &str = "sluicegate_learned_knee";
 
 /// Gauge: the learned in-flight ceiling; NaN until measured
-/// ([`crate::capacity::Learned::ceiling`]).
+/// ([`crate::snapshot::Learned::ceiling`]).
 pub const LEARNED_CEILING: &str = "sluicegate_learned_ceiling";
 
 /// Gauge: 1 once a knee shows (the service was seen queueing), 0 while the learned ceiling is
-/// still growing ([`crate::capacity::Learned::confirmed`]).
+/// still growing ([`crate::snapshot::Learned::confirmed`]).
 pub const LEARNED_CONFIRMED: &str = "sluicegate_learned_confirmed";
 
 /// Gauge: the hard in-flight ceiling in force, fixed or learned
@@ -96,7 +96,7 @@ pub const LIMIT_MAX_WAIT: &str = "sluicegate_limit_max_wait_seconds";
 pub const LIMIT_SHARED_IN_FLIGHT: &str = "sluicegate_limit_shared_in_flight";
 
 /// Histogram: how long each request that waited for its token waited, seconds (its count is
-/// [`crate::counters::Counters::waited`]).
+/// [`crate::snapshot::Counters::waited`]).
 pub const WAIT: &str = "sluicegate_wait_seconds";
 
 /// Histogram: handler latency of completed admitted calls, seconds: the calls the sampler times,

@@ -53,7 +53,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::bucket::{Bucket, BucketParams};
+use crate::cell::bucket::{Bucket, BucketParams};
 use crate::clock::{duration_to_nanos, Clock, ManualClock, Nanos};
 use crate::config::{Config, ConfigError};
 use crate::gate::{Admission, Gate, Permit, Ticket};

@@ -13,7 +13,7 @@
 //! # The word
 //! `[schedule: 42][fast: 1][pending: 1][count: 20]`. The count is the requests in flight, up to
 //! [`MAX_COUNT`]. The schedule is the bucket's theoretical arrival time (TAT, see
-//! [`crate::bucket`]) modulo 2^42 ns (73 minutes), read against a clock reading: exact while the
+//! [`crate::cell::bucket`]) modulo 2^42 ns (73 minutes), read against a clock reading: exact while the
 //! TAT lies within 36 minutes of the reading. Two things keep it there:
 //! * an *anchor*, a recent clock reading: the fast mode serves readings within [`FRESH`] of it,
 //!   and keeps the schedule within [`WINDOW`] of it;
@@ -29,8 +29,9 @@
 //! moves across. The count goes on changing throughout.
 //!
 //! # Contract
-//! Used from one thread, a turnstile answers as a [`Bucket`] and an [`InFlight`] counter would (`tests/turnstile.rs` drives both with
-//! the same random sequences): the same admissions, waits, refusals and retry times. One
+//! Used from one thread, a turnstile answers as a [`Bucket`] and an [`InFlight`] counter would
+//! (the unit tests in `tests.rs` drive both with the same random sequences): the same
+//! admissions, waits, refusals and retry times. One
 //! deviation is by design: anchoring the fast mode at `now` raises a schedule older than
 //! `now - FRESH` to `now - FRESH`, a full bucket either way for every reading from there on; a
 //! reservation taken after the raise holds it as its `before`, and one from before it is no
@@ -38,39 +39,23 @@
 //! the same state after. Under concurrency a change of mode may lose a token (never give one
 //! twice), and a hand-back during one is kept.
 //!
-//! ```
-//! use sluicegate::bucket::BucketParams;
-//! use sluicegate::turnstile::{Drawn, Turnstile};
+//! For instance, a fast turnstile over a bucket of 10 tokens a second, 2 at once, admits two
+//! requests at one instant with one compare-and-swap each, refuses the third for 100 ms, and
+//! reserves that token for one that may wait so long (the first test of the word in `tests.rs`).
 //!
-//! let params = BucketParams::new(10.0, 2); // 10 tokens/s, 2 at once
-//! let turnstile = Turnstile::new();
-//! let now = 1_000_000_000; // 1 s on some clock, in nanoseconds
-//! turnstile.configure(now, &params, 0);
-//! assert!(turnstile.is_fast());
-//! // A token and a slot below 10 in flight, in one compare-and-swap; twice.
-//! assert!(matches!(turnstile.draw(now, 0, &params, 10), Drawn::Admitted(_)));
-//! assert!(matches!(turnstile.draw(now, 0, &params, 10), Drawn::Admitted(_)));
-//! assert_eq!(turnstile.current(), 2);
-//! // The next token is 100 ms away: refused at once, or reserved by one who may wait that long.
-//! assert_eq!(turnstile.draw(now, 0, &params, 10), Drawn::Refused(100_000_000));
-//! let Ok(token) = turnstile.reserve(now, 100_000_000, &params) else { panic!() };
-//! assert_eq!(token.wait, 100_000_000);
-//! turnstile.leave();
-//! turnstile.leave();
-//! assert_eq!(turnstile.current(), 0);
-//! ```
-//!
-//! [`InFlight`]: crate::inflight::InFlight
+//! [`InFlight`]: crate::cell::inflight::InFlight
 
 use std::sync::atomic::Ordering;
 
-use crate::bucket::{schedule, Bucket, BucketParams, Reservation, Schedule};
+use super::bucket::{schedule, Bucket, BucketParams, Reservation, Schedule};
+use super::sync::{lock, AtomicU64, Mutex};
 use crate::clock::Nanos;
-use crate::sync::{lock, AtomicU64, Mutex};
 
+/// Bits of the count: about a million requests in flight, far above any ceiling a process holds,
+/// and 42 bits left for the schedule (73 minutes of nanoseconds).
 const COUNT_BITS: u32 = 20;
 /// The most requests a turnstile counts in flight: a ceiling above it counts as this.
-pub const MAX_COUNT: u64 = (1 << COUNT_BITS) - 1;
+pub(crate) const MAX_COUNT: u64 = (1 << COUNT_BITS) - 1;
 const PENDING: u64 = 1 << COUNT_BITS;
 const FAST: u64 = 1 << (COUNT_BITS + 1);
 const MODE: u64 = FAST | PENDING;
@@ -79,15 +64,19 @@ const SCHEDULE_SHIFT: u32 = COUNT_BITS + 2;
 const SCHEDULE_BITS: u32 = 64 - SCHEDULE_SHIFT;
 /// The count and the mode: everything below the schedule.
 const BELOW_SCHEDULE: u64 = (1 << SCHEDULE_SHIFT) - 1;
-/// The fast mode serves clock readings within this of its anchor (about 4.6 minutes).
-pub const FRESH: Nanos = 1 << 38;
-/// The fast mode keeps the schedule within this of its anchor (about 18 minutes).
-pub const WINDOW: Nanos = 1 << 40;
+/// The fast mode serves clock readings within this of its anchor (about 4.6 minutes): the gate's
+/// ticks re-anchor it [`REANCHOR`] away, so only a clock that jumped or a gate idle for minutes
+/// (no request, no tick) reads further.
+pub(crate) const FRESH: Nanos = 1 << 38;
+/// The fast mode keeps the schedule within this of its anchor (about 18 minutes): room for a
+/// fresh reading plus three of the longest intervals, waits or bursts that fit (asserted below).
+pub(crate) const WINDOW: Nanos = 1 << 40;
 /// The fast mode serves token intervals, burst tolerances and waits of at most this (about
 /// 2 minutes 17 seconds): all bits below one, so that a single test of the three together says
 /// whether they fit.
-pub const FITS: Nanos = (1 << 37) - 1;
-/// [`Turnstile::configure`] re-anchors once the clock is this far from the anchor (about 69 s).
+pub(crate) const FITS: Nanos = (1 << 37) - 1;
+/// [`Turnstile::configure`] re-anchors once the clock is this far from the anchor (about 69 s):
+/// a quarter of [`FRESH`], so a tick re-anchors long before a reading goes stale.
 const REANCHOR: Nanos = 1 << 36;
 /// The fast mode keeps clear of the end of 64-bit time.
 const LATEST_ANCHOR: Nanos = u64::MAX - (1 << 42);
@@ -129,7 +118,7 @@ fn near(now: Nanos, anchor: Nanos, distance: Nanos) -> bool {
 
 /// What [`Turnstile::draw`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Drawn {
+pub(crate) enum Drawn {
     /// A token at once and a slot: the request is in (the token is spent).
     Admitted(Reservation),
     /// A token, at once or after [`Reservation::wait`], and no slot.
@@ -157,7 +146,7 @@ enum Miss {
 }
 
 /// A token bucket (the whole gate's) and an in-flight counter in one word; see the module docs.
-pub struct Turnstile {
+pub(crate) struct Turnstile {
     word: AtomicU64,
     /// The clock reading the fast mode is anchored at.
     anchor: AtomicU64,
@@ -186,7 +175,7 @@ impl Default for Turnstile {
 impl Turnstile {
     /// Nothing in flight and a full bucket (as if idle forever), in exact mode until
     /// [`Turnstile::configure`] is called.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Turnstile {
             word: AtomicU64::new(0),
             anchor: AtomicU64::new(0),
@@ -196,14 +185,14 @@ impl Turnstile {
     }
 
     /// Whether the fast mode is in force.
-    pub fn is_fast(&self) -> bool {
+    pub(crate) fn is_fast(&self) -> bool {
         self.word.load(Ordering::Acquire) & MODE == FAST
     }
 
     /// Chooses the mode for draws with `params` waiting up to `max_wait` from `now` on: the fast
     /// one, anchored at `now`, if they fit and the schedule can be moved into its window; exact
     /// otherwise. Takes the lock: for ticks and reconfigurations, not for requests.
-    pub fn configure(&self, now: Nanos, params: &BucketParams, max_wait: Nanos) {
+    pub(crate) fn configure(&self, now: Nanos, params: &BucketParams, max_wait: Nanos) {
         let _guard = lock(&self.mode);
         let wanted = fits(params, max_wait) && now <= LATEST_ANCHOR;
         if self.word.load(Ordering::Acquire) & FAST != 0 {
@@ -223,7 +212,13 @@ impl Turnstile {
     /// would give it; without the slot ([`Drawn::Reserved`]) the caller takes one its own way or
     /// hands the token back ([`Turnstile::cancel`]).
     #[inline(always)]
-    pub fn draw(&self, now: Nanos, max_wait: Nanos, params: &BucketParams, cap: u64) -> Drawn {
+    pub(crate) fn draw(
+        &self,
+        now: Nanos,
+        max_wait: Nanos,
+        params: &BucketParams,
+        cap: u64,
+    ) -> Drawn {
         let word = self.word.load(Ordering::Acquire);
         if word & MODE == FAST {
             if let Ok(drawn) = self.draw_fast(word, now, max_wait, params, cap) {
@@ -235,7 +230,7 @@ impl Turnstile {
 
     /// Reserves the next token if it will exist within `max_wait` of `now`, as
     /// [`Bucket::reserve`] does; takes no slot.
-    pub fn reserve(
+    pub(crate) fn reserve(
         &self,
         now: Nanos,
         max_wait: Nanos,
@@ -383,7 +378,7 @@ impl Turnstile {
     /// Hands an unused reservation back, as [`Bucket::cancel`]
     /// does: only while it is still the latest, and never to before the latest time seen.
     /// During a change of mode it is kept (erring on the side of the service).
-    pub fn cancel(&self, reservation: &Reservation, now: Nanos) -> bool {
+    pub(crate) fn cancel(&self, reservation: &Reservation, now: Nanos) -> bool {
         let restored = reservation.restored(self.exact.see(now));
         let mut word = self.word.load(Ordering::Acquire);
         loop {
@@ -416,7 +411,7 @@ impl Turnstile {
     /// Empties the bucket at `now` (keeps one token), as
     /// [`Bucket::drain`] does. Takes the lock: for the switch's
     /// flips, not for requests.
-    pub fn drain(&self, now: Nanos, params: &BucketParams) {
+    pub(crate) fn drain(&self, now: Nanos, params: &BucketParams) {
         let _guard = lock(&self.mode);
         let empty = now.saturating_add(params.tolerance());
         let mut word = self.word.load(Ordering::Acquire);
@@ -446,7 +441,9 @@ impl Turnstile {
     }
 
     /// How long from `now` until the bucket would admit a request at once. Takes the lock.
-    pub fn time_to_token(&self, now: Nanos, params: &BucketParams) -> Nanos {
+    // Tests only: they read the schedule with it; the gate never asks.
+    #[cfg(test)]
+    pub(crate) fn time_to_token(&self, now: Nanos, params: &BucketParams) -> Nanos {
         let _guard = lock(&self.mode);
         let word = self.word.load(Ordering::Acquire);
         if word & FAST == 0 {
@@ -459,7 +456,7 @@ impl Turnstile {
 
     /// Takes a slot if fewer than `max` requests (at most [`MAX_COUNT`]) are in flight.
     #[inline]
-    pub fn try_enter(&self, max: u64) -> bool {
+    pub(crate) fn try_enter(&self, max: u64) -> bool {
         let max = max.min(MAX_COUNT);
         self.word
             .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |word| {
@@ -470,13 +467,13 @@ impl Turnstile {
 
     /// Gives a slot back. Call it once for each slot taken.
     #[inline]
-    pub fn leave(&self) {
+    pub(crate) fn leave(&self) {
         self.word.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// The requests in flight.
     #[inline]
-    pub fn current(&self) -> u64 {
+    pub(crate) fn current(&self) -> u64 {
         self.word.load(Ordering::Acquire) & MAX_COUNT
     }
 
@@ -539,37 +536,4 @@ impl Turnstile {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_schedule_reads_back_exactly_against_any_reading_within_half_its_range() {
-        for tat in [
-            0u64,
-            1,
-            1 << 41,
-            1 << 42,
-            (1 << 42) + 5,
-            u64::MAX - (1 << 43),
-        ] {
-            for offset in [0i64, 1, -1, (1 << 41) - 1, -(1 << 41) + 1, 12_345, -98_765] {
-                let reference = tat.wrapping_add(offset as u64);
-                let word = encode(FAST | 7, tat);
-                assert_eq!(decode(word, reference), tat, "tat {tat}, offset {offset}");
-                assert_eq!(word & MAX_COUNT, 7);
-                assert_eq!(word & MODE, FAST);
-            }
-        }
-    }
-
-    #[test]
-    fn near_is_strictly_within_the_distance_either_side_and_never_across_the_end_of_time() {
-        assert!(near(100, 100, 10));
-        assert!(near(109, 100, 10));
-        assert!(near(91, 100, 10));
-        assert!(!near(110, 100, 10));
-        assert!(!near(90, 100, 10));
-        assert!(!near(3, u64::MAX - 3, 10), "not across the end of time");
-        assert!(!near(u64::MAX, 0, FRESH));
-    }
-}
+mod tests;

@@ -1,15 +1,15 @@
-//! Model-checked concurrency of the lock-free parts (the bucket, the in-flight counter and the
-//! turnstile, with its changes of mode): every interleaving of 2–3 threads.
+//! Model-checked concurrency of the cells (the bucket, the in-flight counter and the turnstile,
+//! with its changes of mode): every interleaving of 2–3 threads.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom cargo test
-//! --release --no-default-features --test loom`.
-#![cfg(loom)]
+//! --release -p sluicegate --no-default-features --lib loom` (as `scripts/test` does).
 
 use loom::sync::Arc;
 use loom::thread;
-use sluicegate::bucket::{Bucket, BucketParams};
-use sluicegate::inflight::InFlight;
-use sluicegate::turnstile::{Drawn, Turnstile};
+
+use crate::cell::bucket::{Bucket, BucketParams};
+use crate::cell::inflight::InFlight;
+use crate::cell::turnstile::{Drawn, Turnstile};
 
 #[test]
 fn in_flight_never_exceeds_its_ceiling_and_returns_to_zero() {

@@ -14,13 +14,8 @@
 //! The **trimmed mean** is the original design's: sort the last `window` latencies, cut `floor(n·trim)` samples at
 //! each end, average the rest. It is valid once `min_samples` latencies exist.
 //!
-//! ```
-//! use sluicegate::sampler::trimmed_mean;
-//!
-//! // One outlier at each end is cut: the mean of 2..=9 is 5.5.
-//! let samples = [1, 2, 3, 4, 5, 6, 7, 8, 9, 1000];
-//! assert_eq!(trimmed_mean(&mut samples.clone(), 0.1), Some(5));
-//! ```
+//! So of `[1, 2, …, 9, 1000]` with `trim = 0.1`, one sample is cut at each end and the trimmed
+//! mean is that of 2..=9: 5 (in whole nanoseconds).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -32,7 +27,7 @@ use crate::clock::Nanos;
 
 /// The trimmed mean of `samples` (nanoseconds), cutting `floor(n·trim)` from each end after sorting
 /// them in place. `None` for an empty slice or a cut that leaves nothing.
-pub fn trimmed_mean(samples: &mut [u64], trim: f64) -> Option<u64> {
+pub(crate) fn trimmed_mean(samples: &mut [u64], trim: f64) -> Option<u64> {
     let n = samples.len();
     let cut = if trim.is_finite() && trim > 0.0 {
         ((n as f64) * trim).floor() as usize
@@ -133,10 +128,14 @@ pub(crate) struct Percentiles {
     rotated_at: Nanos,
 }
 
-/// How long each of the two percentile histograms collects before it is recycled.
+/// How long each of the two percentile histograms collects before it is recycled: a reading covers
+/// 5 to 10 s, recent enough to follow a change of load, long enough for a p99 over thousands of
+/// calls at modest rates.
 pub(crate) const PERCENTILE_SPAN: Nanos = 5_000_000_000;
 
-const HIGHEST_TRACKABLE: u64 = 3_600_000_000_000; // one hour, in nanoseconds
+/// The longest latency the histograms tell apart: one hour, in nanoseconds; a call longer than that
+/// counts as an hour, already far past any timeout a gate is configured with.
+const HIGHEST_TRACKABLE: u64 = 3_600_000_000_000;
 
 fn new_histogram() -> Option<Histogram<u64>> {
     // The bounds are constants hdrhistogram accepts; an error here would be a bug in them, and then
@@ -187,7 +186,35 @@ impl Percentiles {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    #[test]
+    fn the_trimmed_mean_cuts_one_outlier_at_each_end_of_ten_samples_at_a_tenth() {
+        // One outlier at each end is cut: the mean of 2..=9 is 5.5.
+        let samples = [1, 2, 3, 4, 5, 6, 7, 8, 9, 1000];
+        assert_eq!(trimmed_mean(&mut samples.clone(), 0.1), Some(5));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        /// The trimmed mean equals a straightforward reference computation.
+        #[test]
+        fn trimmed_mean_equals_the_reference(
+            samples in prop::collection::vec(0u64..10_000_000_000, 1..300),
+            trim in 0.0f64..0.49,
+        ) {
+            let mut sorted = samples.clone();
+            sorted.sort();
+            let cut = (samples.len() as f64 * trim).floor() as usize;
+            let kept = &sorted[cut..sorted.len() - cut];
+            let reference = kept.iter().map(|&v| v as u128).sum::<u128>() / kept.len() as u128;
+            let mut work = samples.clone();
+            prop_assert_eq!(trimmed_mean(&mut work, trim), Some(reference as u64));
+        }
+    }
 
     #[test]
     fn a_slot_gives_back_its_latency_level_and_admission_each_saturated_to_its_field() {

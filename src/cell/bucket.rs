@@ -12,27 +12,18 @@
 //! once, then one every `T`, and in any span of length `d` it admits at most `b + d/T <= b + r·d`.
 //! `T` is rounded up, so a bucket never runs faster than its rate.
 //!
-//! ```
-//! use sluicegate::bucket::{Bucket, BucketParams};
-//!
-//! let params = BucketParams::new(10.0, 2); // 10 tokens/s, 2 at once
-//! let bucket = Bucket::new();
-//! let t0 = 1_000_000_000; // 1 s on some clock, in nanoseconds
-//! assert!(bucket.try_acquire(t0, &params).is_ok());
-//! assert!(bucket.try_acquire(t0, &params).is_ok());
-//! // The third must wait 100 ms for its token, and the bucket says so.
-//! assert_eq!(bucket.try_acquire(t0, &params), Err(100_000_000));
-//! ```
+//! A bucket of 10 tokens a second, 2 at once, admits two requests at one instant and tells the
+//! third that its token is 100 ms away (the first unit test in `tests.rs`).
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use super::sync::AtomicU64;
 use crate::clock::Nanos;
-use crate::sync::AtomicU64;
 
 /// A bucket's rate and capacity, in the form the algorithm uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BucketParams {
+pub(crate) struct BucketParams {
     /// Nanoseconds between tokens (at least 1).
     interval: Nanos,
     /// How far ahead of now the TAT may run with a request still admitted at once: `(b - 1)·T`.
@@ -43,7 +34,7 @@ pub struct BucketParams {
 impl BucketParams {
     /// `rate` tokens per second (finite and positive, else the bucket admits one token per 584 years),
     /// up to `capacity` at once (at least 1).
-    pub fn new(rate: f64, capacity: u64) -> Self {
+    pub(crate) fn new(rate: f64, capacity: u64) -> Self {
         let interval = if rate.is_finite() && rate > 0.0 {
             let ns = (1e9 / rate).ceil();
             if ns >= u64::MAX as f64 {
@@ -64,7 +55,7 @@ impl BucketParams {
 
     /// A bucket at `rate` tokens per second that may bank `burst` worth of its rate: capacity
     /// `max(1, floor(rate·burst))`.
-    pub fn with_burst(rate: f64, burst: Duration) -> Self {
+    pub(crate) fn with_burst(rate: f64, burst: Duration) -> Self {
         let tokens = rate * burst.as_secs_f64();
         let capacity = if tokens.is_finite() && tokens >= 1.0 {
             if tokens >= u64::MAX as f64 {
@@ -80,7 +71,9 @@ impl BucketParams {
 
     /// Rebuilds parameters from [`BucketParams::interval`] and [`BucketParams::tolerance`], e.g. after
     /// keeping them in atomics.
-    pub fn from_parts(interval: Nanos, tolerance: Nanos) -> Self {
+    // Tests only: the gate keeps the capacity beside the parts (`from_stored`).
+    #[cfg(test)]
+    pub(crate) fn from_parts(interval: Nanos, tolerance: Nanos) -> Self {
         let interval = interval.max(1);
         BucketParams {
             interval,
@@ -102,17 +95,17 @@ impl BucketParams {
 
     /// How far ahead of now the bucket's schedule may run with a request still admitted at once:
     /// `(capacity − 1) × interval` nanoseconds.
-    pub fn tolerance(&self) -> Nanos {
+    pub(crate) fn tolerance(&self) -> Nanos {
         self.tolerance
     }
 
     /// Nanoseconds between two tokens.
-    pub fn interval(&self) -> Nanos {
+    pub(crate) fn interval(&self) -> Nanos {
         self.interval
     }
 
     /// How many requests the bucket admits at once after an idle spell.
-    pub fn capacity(&self) -> u64 {
+    pub(crate) fn capacity(&self) -> u64 {
         self.capacity
     }
 }
@@ -120,16 +113,16 @@ impl BucketParams {
 /// A reserved token: when it becomes usable, and what the bucket looked like before, so that a
 /// reservation nobody uses can be handed back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reservation {
+pub(crate) struct Reservation {
     /// How long the holder must wait before using the token (0: at once).
-    pub wait: Nanos,
+    pub(crate) wait: Nanos,
     before: Nanos,
     after: Nanos,
 }
 
 /// What the algorithm makes of a request at `now` against the schedule `tat`, before anything is
 /// written: the one definition of the bucket's arithmetic, shared by [`Bucket`] and the gate's
-/// [`Turnstile`](crate::turnstile::Turnstile).
+/// [`Turnstile`](crate::cell::turnstile::Turnstile).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Schedule {
     /// A token within `max_wait`: wait `wait`, and the schedule moves to `after`.
@@ -202,7 +195,7 @@ fn note_seen(seen: &AtomicU64, now: Nanos) {
 /// The bucket's state: one atomic. Parameters are passed in on each call, so a reload can change the
 /// rate without losing what the bucket has banked or owes.
 #[derive(Debug, Default)]
-pub struct Bucket {
+pub(crate) struct Bucket {
     tat: AtomicU64,
     /// The latest `now` a refusal or a hand-back saw (see [`Bucket::cancel`]).
     seen: AtomicU64,
@@ -210,7 +203,7 @@ pub struct Bucket {
 
 impl Bucket {
     /// A full bucket (as if idle forever).
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Bucket {
             tat: AtomicU64::new(0),
             seen: AtomicU64::new(0),
@@ -218,8 +211,11 @@ impl Bucket {
     }
 
     /// Takes a token at `now` if one exists; otherwise says how long until one does.
+    // For the tests and the simulator's plain token bucket: the gate reserves, or draws from
+    // its turnstile.
+    #[cfg(any(test, feature = "sim"))]
     #[inline]
-    pub fn try_acquire(&self, now: Nanos, params: &BucketParams) -> Result<(), Nanos> {
+    pub(crate) fn try_acquire(&self, now: Nanos, params: &BucketParams) -> Result<(), Nanos> {
         self.reserve(now, 0, params).map(|_| ())
     }
 
@@ -229,7 +225,7 @@ impl Bucket {
     /// next token cannot be represented) admits that one last request and then refuses for good,
     /// rather than saturate and admit without limit.
     #[inline]
-    pub fn reserve(
+    pub(crate) fn reserve(
         &self,
         now: Nanos,
         max_wait: Nanos,
@@ -274,7 +270,7 @@ impl Bucket {
     /// meanwhile cannot reopen a slot that time has already passed. (A refusal records its time
     /// with a plain store: of two refusals racing, the later time may go unrecorded, and the
     /// guarantee then holds to within their difference.)
-    pub fn cancel(&self, reservation: &Reservation, now: Nanos) -> bool {
+    pub(crate) fn cancel(&self, reservation: &Reservation, now: Nanos) -> bool {
         let restored = reservation.restored(self.see(now));
         self.tat
             .compare_exchange(
@@ -288,7 +284,7 @@ impl Bucket {
 
     /// Empties the bucket at `now` (keeps one token), so that a switch that has just turned on paces
     /// requests from the start instead of letting a banked burst into a service that is already drowning.
-    pub fn drain(&self, now: Nanos, params: &BucketParams) {
+    pub(crate) fn drain(&self, now: Nanos, params: &BucketParams) {
         let empty = now.saturating_add(params.tolerance);
         self.tat.fetch_max(empty, Ordering::AcqRel);
     }
@@ -317,10 +313,15 @@ impl Bucket {
     }
 
     /// How long from `now` until the bucket would admit a request at once.
-    pub fn time_to_token(&self, now: Nanos, params: &BucketParams) -> Nanos {
+    // Tests only: the gate asks its turnstile, which asks its bucket only then.
+    #[cfg(test)]
+    pub(crate) fn time_to_token(&self, now: Nanos, params: &BucketParams) -> Nanos {
         self.tat
             .load(Ordering::Acquire)
             .saturating_sub(params.tolerance)
             .saturating_sub(now)
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;
