@@ -52,7 +52,7 @@ impl Strategy for Traced<'_> {
             let s = self.gate.snapshot();
             let l = s.learned;
             println!(
-                "{t:7.2}s in {:>5} ceil {:>5?} knee {:>5?} s0 {:>10.3?} cap {:>8.1?} conf {} | max_in {:>5} shared {:>5} switch {} refused {} urgent refused {}",
+                "{t:7.2}s in {:>5} ceil {:>5?} knee {:>5?} s0 {:>10.3?} cap {:>8.1?} conf {} | max_in {:>5} shared {:>5} switch {} refused {} rate {} waiters {} mem_hard {} urgent {} urgent refused {}",
                 s.in_flight,
                 l.ceiling,
                 l.knee,
@@ -63,6 +63,10 @@ impl Strategy for Traced<'_> {
                 s.limits.shared_in_flight,
                 on as u8,
                 s.counters.refused_in_flight,
+                s.counters.refused_rate,
+                s.counters.refused_waiters,
+                s.limits.memory_hard_in_flight,
+                s.urgent_in_flight,
                 self.urgent_refused,
             );
             self.urgent_refused = 0;

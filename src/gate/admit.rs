@@ -50,8 +50,10 @@ impl<C: Clock> Inner<C> {
         }
         let status = self.switch.load_bits();
         if status.on() {
-            // The non-urgent floor may go a little above the ceiling (see `floor_slots`).
-            if self.turnstile.current() >= self.hot.floor_ceiling() {
+            // The non-urgent floor may go a little above the ceiling (see `floor_slots`), and
+            // urgent requests into their room (see `Inner::enter_urgent_room`).
+            let room = self.hot.urgent_room.load(Ordering::Relaxed);
+            if self.turnstile.current() >= self.hot.floor_ceiling().saturating_add(room) {
                 return Err(self.refuse(RejectReason::InFlightCeiling, None));
             }
         }
@@ -96,11 +98,7 @@ impl<C: Clock> Inner<C> {
         }
         let shared = self.hot.shared_cap.load(Ordering::Relaxed);
         let slot = if self.turnstile.try_enter(shared) {
-            if self.turnstile.current() < self.hot.urgent_watch.load(Ordering::Relaxed) {
-                Slot::Regular
-            } else {
-                self.watched_slot(now, class)
-            }
+            self.regular_slot(now, class)
         } else {
             match self.enter_near_ceiling(now, class) {
                 Ok(slot) => slot,
@@ -295,6 +293,17 @@ impl<C: Clock> Inner<C> {
             Slot::Urgent
         } else {
             Slot::Regular
+        }
+    }
+
+    /// The slot of a request just admitted below the shared level: counted if urgent at or above
+    /// the level from which the gate counts urgent requests (see [`Inner::watched_slot`]).
+    #[inline(always)]
+    pub(super) fn regular_slot(&self, now: Option<Nanos>, class: Class<'_, '_>) -> Slot {
+        if self.turnstile.current() < self.hot.urgent_watch.load(Ordering::Relaxed) {
+            Slot::Regular
+        } else {
+            self.watched_slot(now, class)
         }
     }
 
@@ -516,8 +525,15 @@ impl<C: Clock> Inner<C> {
         {
             return self.enter_past_cap(cost, now).map(D::admitted);
         }
-        let max_wait = self.hot.max_wait.load(Ordering::Relaxed);
-        let params = self.hot.bucket(use_urgent);
+        // Before the split, a non-urgent request takes a token of the whole gate only while the
+        // bucket holds more than half its burst, and waits for none: the rest is the urgent
+        // requests'. Finding none splits the gate, as an urgent request finding none would.
+        let (params, max_wait) = if use_urgent && urgency == Urgency::NonUrgent {
+            (self.hot.spare(true), 0)
+        } else {
+            let max_wait = self.hot.max_wait.load(Ordering::Relaxed);
+            (self.hot.bucket(use_urgent), max_wait)
+        };
         let first = if use_urgent {
             // The common admission: a token of the whole gate now and a slot below the shared
             // level, in one compare-and-swap of the turnstile. A request with a declared cost, or
@@ -529,7 +545,8 @@ impl<C: Clock> Inner<C> {
             };
             match self.turnstile.draw(now, max_wait, &params, cap) {
                 Drawn::Admitted(_) => {
-                    let permit = self.permit(Some(now), 0, 0, Slot::Regular, Some(urgency));
+                    let slot = self.regular_slot(Some(now), Class::Known(urgency));
+                    let permit = self.permit(Some(now), 0, 0, slot, Some(urgency));
                     return Ok(D::admitted(permit));
                 }
                 Drawn::Reserved(token) => Ok(token),

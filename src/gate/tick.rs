@@ -261,10 +261,21 @@ impl<C: Clock> Inner<C> {
             // The in-flight ceiling is what holds the service at its knee; a learned rate sits
             // above the learned capacity so that the service stays saturated and the capacity
             // measured while the switch is on is the service's, not the bucket's.
+            // Before a knee shows, what the ceiling lets through at the base latency: an unlearned
+            // fixed rate would refuse a big service's urgent work the moment the switch turns on.
             whole_rate: learned
                 .capacity
+                .or_else(|| Self::ceiling_rate(learned))
                 .map_or(unlearned.whole_rate, |c| g.max_qps.clamp(c * room)),
         }
+    }
+
+    /// What the learned ceiling lets through at the base latency, requests per second: a bound on
+    /// the capacity before a knee shows.
+    fn ceiling_rate(learned: &Learned) -> Option<f64> {
+        let base = learned.base_latency?.as_secs_f64();
+        let ceiling = learned.ceiling? as f64;
+        (base > 0.0).then(|| ceiling / base)
     }
 
     /// The rate of the non-urgent floor. It keeps non-urgent work alive, never a share of the
@@ -273,11 +284,7 @@ impl<C: Clock> Inner<C> {
     /// configured trickle. Before a knee shows, the capacity is at most what the ceiling lets
     /// through at the base latency.
     fn floor_rate(g: &GateConfig, learned: &Learned) -> f64 {
-        let bound = learned.capacity.or_else(|| {
-            let base = learned.base_latency?.as_secs_f64();
-            let ceiling = learned.ceiling? as f64;
-            (base > 0.0).then(|| ceiling / base)
-        });
+        let bound = learned.capacity.or_else(|| Self::ceiling_rate(learned));
         match bound {
             Some(c) if g.max_qps.is_auto() => g.non_urgent_qps.min(FLOOR_SHARE * c),
             _ => g.non_urgent_qps,
