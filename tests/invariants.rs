@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use common::{gate_with, small_config};
 use invariants_support::{
-    assert_admission_bound, documented_capacity, documented_interval, find_violation,
-    interval_slope, proptest_config, rate_slope,
+    apply, assert_admission_bound, burst_strategy, documented_capacity, documented_interval, field,
+    find_violation, interval_slope, proptest_config, rate_slope, rate_strategy, HostileLog, Jump,
 };
 use proptest::prelude::*;
 use sluicegate::clock::{Clock, ManualClock};
@@ -125,22 +125,6 @@ fn bound_checker_accepts_a_bucket_run_at_its_limit_and_flags_one_admission_more(
 
 // ================================================================ 1. admission bound
 
-fn rate_strategy() -> impl Strategy<Value = f64> {
-    prop_oneof![
-        3 => (0.0f64..=6.0).prop_map(|e| 10f64.powf(e).clamp(1.0, 1e6)),
-        2 => (1u32..=1_000_000).prop_map(f64::from),
-        1 => prop::sample::select(vec![1.0, 3.0, 7.0, 999_999.0, 1e6]),
-    ]
-}
-
-fn burst_strategy() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        3 => (0.0f64..=5.0).prop_map(|e| (10f64.powf(e).round() as u64).clamp(1, 100_000)),
-        3 => 1u64..=16,
-        1 => prop::sample::select(vec![1u64, 2, 100_000]),
-    ]
-}
-
 /// One arrival: after a gap, `cost` acquisitions at the same instant; optionally one waiting
 /// request gives up. (How long a request may wait is the gate's `request_timeout` here; the bucket's
 /// unit tests decode a per-arrival wait from bits 25..37 of the same words.)
@@ -156,11 +140,6 @@ struct Arrival {
     cost: u32,
     /// Which waiting request gives up (modulo their number).
     give_up: Option<usize>,
-}
-
-/// Bits `shift..shift + bits` of `word`.
-fn field(word: u64, shift: u32, bits: u32) -> u64 {
-    (word >> shift) & ((1u64 << bits) - 1)
 }
 
 impl Arrival {
@@ -485,54 +464,6 @@ fn ticket_admitted_early_is_refused_with_the_exact_time_still_to_wait() {
 }
 
 // ================================================================ 4. hostile clock
-
-#[derive(Debug, Clone)]
-enum Jump {
-    /// Back by up to 5 s.
-    Back(u64),
-    /// Forward by up to 1 h.
-    Forward(u64),
-    /// Forward by thousandths of T.
-    Step(u32),
-}
-
-impl Jump {
-    fn decode(w: u64) -> Self {
-        let amount = w >> 3;
-        match w & 7 {
-            0 | 1 => Jump::Back(amount % 5_000_000_001),
-            2 => Jump::Forward(amount % 3_600_000_000_001),
-            _ => Jump::Step((amount % 3_000) as u32),
-        }
-    }
-}
-
-fn apply(jump: &Jump, now: u64, interval: u64) -> u64 {
-    match *jump {
-        Jump::Back(by) => now.saturating_sub(by),
-        Jump::Forward(by) => now + by,
-        Jump::Step(permille) => now + interval / 1000 * u64::from(permille),
-    }
-}
-
-/// Admission times as the bucket saw them (`now + wait`), and the same replaced by the latest time
-/// the bucket had been shown by then (if later).
-#[derive(Default)]
-struct HostileLog {
-    raw: Vec<u64>,
-    latest: Vec<u64>,
-    seen: u64,
-}
-
-impl HostileLog {
-    fn saw(&mut self, now: u64) {
-        self.seen = self.seen.max(now);
-    }
-    fn admitted(&mut self, at: u64, seen_then: u64) {
-        self.raw.push(at);
-        self.latest.push(at.max(seen_then));
-    }
-}
 
 proptest! {
     #![proptest_config(proptest_config(1_000))]

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use proptest::prelude::*;
 use proptest::test_runner::{Config as ProptestConfig, RngSeed, TestCaseError};
 
 /// `cases` cases on a fixed seed (reproducible), unless `PROPTEST_RNG_SEED` asks for another.
@@ -157,4 +158,78 @@ pub fn assert_admission_bound(
         }
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------- generators
+
+/// Bucket rates, tokens per second: log-spread over 1 to 10⁶, whole numbers, and the extremes.
+pub fn rate_strategy() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        3 => (0.0f64..=6.0).prop_map(|e| 10f64.powf(e).clamp(1.0, 1e6)),
+        2 => (1u32..=1_000_000).prop_map(f64::from),
+        1 => prop::sample::select(vec![1.0, 3.0, 7.0, 999_999.0, 1e6]),
+    ]
+}
+
+/// Bucket bursts, tokens: log-spread over 1 to 10⁵, small ones, and the extremes.
+pub fn burst_strategy() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        3 => (0.0f64..=5.0).prop_map(|e| (10f64.powf(e).round() as u64).clamp(1, 100_000)),
+        3 => 1u64..=16,
+        1 => prop::sample::select(vec![1u64, 2, 100_000]),
+    ]
+}
+
+/// Bits `shift..shift + bits` of `word`.
+pub fn field(word: u64, shift: u32, bits: u32) -> u64 {
+    (word >> shift) & ((1u64 << bits) - 1)
+}
+
+/// A jump of a hostile clock, decoded from a random word.
+#[derive(Debug, Clone)]
+pub enum Jump {
+    /// Back by up to 5 s.
+    Back(u64),
+    /// Forward by up to 1 h.
+    Forward(u64),
+    /// Forward by thousandths of T.
+    Step(u32),
+}
+
+impl Jump {
+    pub fn decode(w: u64) -> Self {
+        let amount = w >> 3;
+        match w & 7 {
+            0 | 1 => Jump::Back(amount % 5_000_000_001),
+            2 => Jump::Forward(amount % 3_600_000_000_001),
+            _ => Jump::Step((amount % 3_000) as u32),
+        }
+    }
+}
+
+pub fn apply(jump: &Jump, now: u64, interval: u64) -> u64 {
+    match *jump {
+        Jump::Back(by) => now.saturating_sub(by),
+        Jump::Forward(by) => now + by,
+        Jump::Step(permille) => now + interval / 1000 * u64::from(permille),
+    }
+}
+
+/// Admission times as the bucket saw them (`now + wait`), and the same replaced by the latest time
+/// the bucket had been shown by then (if later).
+#[derive(Default)]
+pub struct HostileLog {
+    pub raw: Vec<u64>,
+    pub latest: Vec<u64>,
+    pub seen: u64,
+}
+
+impl HostileLog {
+    pub fn saw(&mut self, now: u64) {
+        self.seen = self.seen.max(now);
+    }
+    pub fn admitted(&mut self, at: u64, seen_then: u64) {
+        self.raw.push(at);
+        self.latest.push(at.max(seen_then));
+    }
 }

@@ -19,8 +19,8 @@ use proptest::prelude::*;
 
 use super::{Bucket, BucketParams, Reservation};
 use crate::cell::support::{
-    assert_admission_bound, documented_capacity, documented_interval, proptest_config, rate_slope,
-    Slope,
+    assert_admission_bound, burst_strategy, documented_capacity, documented_interval, field,
+    proptest_config, rate_slope, rate_strategy, Slope,
 };
 
 fn nanos(n: u64) -> Duration {
@@ -71,22 +71,6 @@ fn documented_interval_is_the_rate_rounded_up_to_whole_nanoseconds() {
 
 // ================================================================ 1. admission bound
 
-fn rate_strategy() -> impl Strategy<Value = f64> {
-    prop_oneof![
-        3 => (0.0f64..=6.0).prop_map(|e| 10f64.powf(e).clamp(1.0, 1e6)),
-        2 => (1u32..=1_000_000).prop_map(f64::from),
-        1 => prop::sample::select(vec![1.0, 3.0, 7.0, 999_999.0, 1e6]),
-    ]
-}
-
-fn burst_strategy() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        3 => (0.0f64..=5.0).prop_map(|e| (10f64.powf(e).round() as u64).clamp(1, 100_000)),
-        3 => 1u64..=16,
-        1 => prop::sample::select(vec![1u64, 2, 100_000]),
-    ]
-}
-
 /// One arrival: after a gap, `cost` acquisitions at the same instant, each willing to wait up to
 /// `wait` (in thousandths of `(b + 3)·T`; 0: not at all); optionally one waiting request gives up.
 ///
@@ -102,11 +86,6 @@ struct Arrival {
     wait: u32,
     /// Which waiting request gives up (modulo their number).
     give_up: Option<usize>,
-}
-
-/// Bits `shift..shift + bits` of `word`.
-fn field(word: u64, shift: u32, bits: u32) -> u64 {
-    (word >> shift) & ((1u64 << bits) - 1)
 }
 
 impl Arrival {

@@ -3,57 +3,11 @@
 //! schedule fits in 64 bits.
 
 use super::*;
-use crate::cell::support::{find_violation, interval_slope};
+use crate::cell::support::{
+    apply, find_violation, interval_slope, rate_strategy, HostileLog, Jump,
+};
 
 // ================================================================ 4. hostile clock
-
-#[derive(Debug, Clone)]
-enum Jump {
-    /// Back by up to 5 s.
-    Back(u64),
-    /// Forward by up to 1 h.
-    Forward(u64),
-    /// Forward by thousandths of T.
-    Step(u32),
-}
-
-impl Jump {
-    fn decode(w: u64) -> Self {
-        let amount = w >> 3;
-        match w & 7 {
-            0 | 1 => Jump::Back(amount % 5_000_000_001),
-            2 => Jump::Forward(amount % 3_600_000_000_001),
-            _ => Jump::Step((amount % 3_000) as u32),
-        }
-    }
-}
-
-fn apply(jump: &Jump, now: u64, interval: u64) -> u64 {
-    match *jump {
-        Jump::Back(by) => now.saturating_sub(by),
-        Jump::Forward(by) => now + by,
-        Jump::Step(permille) => now + interval / 1000 * u64::from(permille),
-    }
-}
-
-/// Admission times as the bucket saw them (`now + wait`), and the same replaced by the latest time
-/// the bucket had been shown by then (if later).
-#[derive(Default)]
-struct HostileLog {
-    raw: Vec<u64>,
-    latest: Vec<u64>,
-    seen: u64,
-}
-
-impl HostileLog {
-    fn saw(&mut self, now: u64) {
-        self.seen = self.seen.max(now);
-    }
-    fn admitted(&mut self, at: u64, seen_then: u64) {
-        self.raw.push(at);
-        self.latest.push(at.max(seen_then));
-    }
-}
 
 proptest! {
     #![proptest_config(proptest_config(1_000))]
