@@ -525,19 +525,8 @@ impl<C: Clock> Inner<C> {
         {
             return self.enter_past_cap(cost, now).map(D::admitted);
         }
-        // With learned limits, before the split, a non-urgent request takes a token of the whole
-        // gate only while the bucket holds more than half its burst, and waits for none: the rest
-        // is the urgent requests'. Finding none splits the gate, as an urgent request finding none
-        // would. (Fixed numbers keep the original design's shared bucket.)
-        let spare_only = use_urgent
-            && urgency == Urgency::NonUrgent
-            && self.hot.learning.load(Ordering::Relaxed);
-        let (params, max_wait) = if spare_only {
-            (self.hot.spare(true), 0)
-        } else {
-            let max_wait = self.hot.max_wait.load(Ordering::Relaxed);
-            (self.hot.bucket(use_urgent), max_wait)
-        };
+        let max_wait = self.hot.max_wait.load(Ordering::Relaxed);
+        let params = self.hot.bucket(use_urgent);
         let first = if use_urgent {
             // The common admission: a token of the whole gate now and a slot below the shared
             // level, in one compare-and-swap of the turnstile. A request with a declared cost, or
