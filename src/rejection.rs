@@ -39,6 +39,20 @@ pub enum RejectReason {
 }
 
 impl RejectReason {
+    /// Every reason, in declaration order: `RejectReason::ALL[r as usize] == r`.
+    pub const ALL: [RejectReason; 10] = [
+        RejectReason::InFlightCeiling,
+        RejectReason::MemoryCeiling,
+        RejectReason::RateLimited,
+        RejectReason::TooManyWaiters,
+        RejectReason::CircuitOpen,
+        RejectReason::QuotaExhausted,
+        RejectReason::ConcurrencyLimited,
+        RejectReason::ExceedsCapacity,
+        RejectReason::DeadlineExceeded,
+        RejectReason::Cancelled,
+    ];
+
     /// A short, stable, snake_case name, for metrics labels and logs.
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -87,6 +101,18 @@ impl Rejection {
         Rejection {
             reason,
             retry_after: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_has_its_own_index() {
+        for (i, reason) in RejectReason::ALL.iter().enumerate() {
+            assert_eq!(*reason as usize, i);
         }
     }
 }

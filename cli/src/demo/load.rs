@@ -233,26 +233,14 @@ pub(crate) async fn drive(
     })
 }
 
-/// The reasons a refusal's problem body may name.
-const REASONS: [RejectReason; 8] = [
-    RejectReason::InFlightCeiling,
-    RejectReason::MemoryCeiling,
-    RejectReason::RateLimited,
-    RejectReason::TooManyWaiters,
-    RejectReason::CircuitOpen,
-    RejectReason::QuotaExhausted,
-    RejectReason::ConcurrencyLimited,
-    RejectReason::ExceedsCapacity,
-];
-
-/// The reason named by a refusal's problem body (`"reason":"in_flight_ceiling"`), if one of
-/// [`REASONS`].
+/// The reason named by a refusal's problem body (`"reason":"in_flight_ceiling"`), if one the gate
+/// knows.
 fn reason(body: &[u8]) -> Option<&'static str> {
     const KEY: &[u8] = b"\"reason\":\"";
     let start = body.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
     let rest = &body[start..];
     let name = &rest[..rest.iter().position(|&b| b == b'"')?];
-    REASONS
+    RejectReason::ALL
         .iter()
         .map(RejectReason::as_str)
         .find(|known| known.as_bytes() == name)
