@@ -113,13 +113,7 @@ async fn tls_admin(url: &str, ca: &Path) -> redis::aio::MultiplexedConnection {
         },
     )
     .expect("a valid URL and CA");
-    let config = redis::AsyncConnectionConfig::new()
-        .set_response_timeout(None)
-        .set_connection_timeout(Some(Duration::from_secs(5)));
-    client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-        .expect("the test's TLS Redis answers")
+    connect(client).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -271,7 +271,11 @@ pub fn burst_only(burst: u64) -> LimitKind {
 }
 
 pub async fn admin(url: &str) -> redis::aio::MultiplexedConnection {
-    let client = redis::Client::open(url).expect("a valid URL");
+    connect(redis::Client::open(url).expect("a valid URL")).await
+}
+
+/// A connection of the test's own through `client`: no response timeout, five seconds to connect.
+pub async fn connect(client: redis::Client) -> redis::aio::MultiplexedConnection {
     let config = redis::AsyncConnectionConfig::new()
         .set_response_timeout(None)
         .set_connection_timeout(Some(Duration::from_secs(5)));
