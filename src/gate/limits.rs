@@ -69,8 +69,8 @@ pub(super) struct HotLimits {
     /// otherwise; [`NEEDS_SETTINGS`] when they can.
     pub(super) implicit_urgency: AtomicU8,
     /// Urgent room beyond the in-flight ceiling for urgent requests while they alone hold fewer
-    /// than the ceiling (see [`Inner::enter_urgent_room`]); 0 where urgent requests are not
-    /// counted: a fixed ceiling, or an urgent flood.
+    /// than the ceiling (see [`Inner::enter_urgent_room`]); 0 with a fixed ceiling, in an urgent
+    /// flood, and before a knee shows.
     pub(super) urgent_room: AtomicU64,
     /// Requests admitted at or above this in-flight level are classified where that is cheap and
     /// counted if urgent; `u64::MAX` where urgent requests are not counted (a fixed ceiling).
