@@ -255,7 +255,7 @@ impl<C: Clock> Inner<C> {
         if self.turnstile.try_enter(cap) {
             return Ok(self.slot_of(urgency));
         }
-        if urgency == Urgency::Urgent && self.enter_urgent_room(ceiling, cap) {
+        if urgency == Urgency::Urgent && self.enter_urgent_room(cap) {
             return Ok(Slot::Urgent);
         }
         // The non-urgent floor: whatever urgent demand takes, non-urgent requests get
@@ -326,15 +326,16 @@ impl<C: Clock> Inner<C> {
         self.slot_of(urgency)
     }
 
-    /// Urgent room beyond the ceiling in force (`cap` for this request, `ceiling` the in-flight
-    /// ceiling): while urgent demand is light, an urgent request may go in as long as urgent
-    /// requests alone hold fewer than the ceiling, up to `urgent_room` more in all. What is in
-    /// flight above the working level is then non-urgent work draining (a lowered ceiling) or
-    /// urgent work, never new non-urgent work.
+    /// Urgent room beyond the ceiling in force (`cap` for this request): while urgent demand is
+    /// light, an urgent request may go in as long as urgent requests alone hold fewer than the
+    /// ceiling (or their own Poisson spread, where that is more: see `urgent_alone_cap`), up to
+    /// `urgent_room` more in all. What is in flight above the working level is then non-urgent
+    /// work draining (a lowered ceiling) or urgent work, never new non-urgent work.
     #[cold]
-    pub(super) fn enter_urgent_room(&self, ceiling: u64, cap: u64) -> bool {
+    pub(super) fn enter_urgent_room(&self, cap: u64) -> bool {
         let room = self.hot.urgent_room.load(Ordering::Relaxed);
-        if room == 0 || self.urgent_in_flight.current() >= ceiling {
+        let alone = self.hot.urgent_alone_cap.load(Ordering::Relaxed);
+        if room == 0 || self.urgent_in_flight.current() >= alone {
             return false;
         }
         let memory_hard = self.hot.memory_hard_cap.load(Ordering::Relaxed);

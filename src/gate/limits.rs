@@ -69,9 +69,12 @@ pub(super) struct HotLimits {
     /// otherwise; [`NEEDS_SETTINGS`] when they can.
     pub(super) implicit_urgency: AtomicU8,
     /// Urgent room beyond the in-flight ceiling for urgent requests while they alone hold fewer
-    /// than the ceiling (see [`Inner::enter_urgent_room`]); 0 with a fixed ceiling, in an urgent
-    /// flood, and before a knee shows.
+    /// than [`HotLimits::urgent_alone_cap`] (see [`Inner::enter_urgent_room`]); 0 with a fixed
+    /// ceiling, in an urgent flood, and before a knee shows.
     pub(super) urgent_room: AtomicU64,
+    /// Urgent requests alone may hold this many in the urgent room: the ceiling, or their own
+    /// count in flight and its Poisson spread where that is more (see `urgent_alone_cap`).
+    pub(super) urgent_alone_cap: AtomicU64,
     /// Requests admitted at or above this in-flight level are classified where that is cheap and
     /// counted if urgent; `u64::MAX` where urgent requests are not counted (a fixed ceiling).
     pub(super) urgent_watch: AtomicU64,
@@ -131,6 +134,7 @@ impl HotLimits {
         self.shared_cap.store(non_urgent, r);
         self.non_urgent_cap.store(non_urgent, r);
         self.urgent_room.store(0, r);
+        self.urgent_alone_cap.store(0, r);
         self.urgent_watch.store(u64::MAX, r);
         self.non_urgent_before_token.store(before_token, r);
         self.memory_soft_cap.store(u64::MAX, r);

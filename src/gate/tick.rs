@@ -394,6 +394,8 @@ impl<C: Clock> Inner<C> {
             _ => 0,
         };
         hot.urgent_room.store(urgent_room, Ordering::Relaxed);
+        hot.urgent_alone_cap
+            .store(urgent_alone_cap(ceiling, m.urgent_need), Ordering::Relaxed);
         // Counted whatever the room of the moment, so that the count is right when room opens.
         let watch = if g.max_in_flight.is_auto() {
             (working.min(soft) / 2).max(1)
