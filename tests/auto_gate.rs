@@ -1090,3 +1090,39 @@ fn past_a_full_ceiling_urgent_requests_alone_may_hold_up_to_the_ceiling_within_a
     drop(service);
     assert_eq!(gate.snapshot().urgent_in_flight, 0);
 }
+
+#[test]
+fn a_cold_gate_with_a_route_table_keeps_room_for_urgent_requests_above_a_non_urgent_flood() {
+    // Nothing learned, nothing measured: a non-urgent flood takes the slow start's level (and
+    // the non-urgent floor's slots), and urgent requests still find the rest of a ceiling twice
+    // that level; nothing enters past it.
+    let (gate, _clock, _) = gate_with(with_reports_non_urgent());
+    let browse = Request::url("/report/monthly");
+    let mut held: Vec<Permit<'_, ManualClock>> = Vec::new();
+    while let Ok(p) = gate.try_acquire(&browse) {
+        held.push(p);
+        assert!(
+            held.len() < 10_000,
+            "non-urgent requests were never refused"
+        );
+    }
+    let non_urgent = held.len() as u64;
+    let pay = Request::url("/pay");
+    let mut urgent = 0u64;
+    while let Ok(p) = gate.try_acquire(&pay) {
+        held.push(p);
+        urgent += 1;
+        assert!(urgent < 10_000, "urgent requests were never refused");
+    }
+    let s = gate.snapshot();
+    let level = s.limits.shared_in_flight;
+    assert_eq!(s.limits.max_in_flight, 2 * level, "{}", show(&s));
+    assert!(
+        urgent > 0 && non_urgent + urgent == s.limits.max_in_flight,
+        "urgent {urgent} above {non_urgent} non-urgent: {}",
+        show(&s)
+    );
+    assert_eq!(s.in_flight, s.limits.max_in_flight, "{}", show(&s));
+    drop(held);
+    assert_eq!(gate.snapshot().in_flight, 0);
+}

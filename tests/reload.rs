@@ -417,11 +417,17 @@ fn sighup_reloads_the_file_and_its_thread_stops_with_the_reloader() {
     );
 
     drop(reloader);
-    assert_eq!(
-        sighup_threads(),
-        Some(0),
-        "the signal's thread outlived its reloader"
-    );
+    // The drop joined the thread. The kernel wakes a join as the thread exits, a moment before
+    // it takes the thread's entry out of /proc: yield until it has (bounded, never a sleep).
+    let mut left = sighup_threads();
+    for _ in 0..100_000 {
+        if left == Some(0) {
+            break;
+        }
+        std::thread::yield_now();
+        left = sighup_threads();
+    }
+    assert_eq!(left, Some(0), "the signal's thread outlived its reloader");
 }
 
 /// The threads of this process named as the SIGHUP thread (the kernel keeps 15 bytes of a name),

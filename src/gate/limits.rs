@@ -120,7 +120,15 @@ impl HotLimits {
     pub(super) fn store(&self, settings: &Settings, has_lookup: bool) {
         let g = &settings.config.gate;
         let r = Ordering::Release;
-        let ceiling = g.max_in_flight.clamp(crate::capacity::START as u64);
+        let start = crate::capacity::START as u64;
+        let ceiling = match g.max_in_flight {
+            // Until urgent demand is measured, urgent requests have room for as much as the
+            // working level above it wherever a request may be either (see `Inner::apply_learned`).
+            Limit::Auto { .. } if has_lookup || !settings.routes.is_empty() => {
+                g.max_in_flight.clamp(start.saturating_mul(2))
+            }
+            _ => g.max_in_flight.clamp(start),
+        };
         self.max_in_flight.store(ceiling, r);
         // A fixed ceiling keeps its urgent reserve from the start; a reload re-derives it from
         // the urgent demand measured (see `Inner::apply_learned`).
@@ -129,7 +137,7 @@ impl HotLimits {
                 let non_urgent = ceiling - urgent_reserve(ceiling, None);
                 (non_urgent, non_urgent)
             }
-            Limit::Auto { .. } => (ceiling, u64::MAX),
+            Limit::Auto { .. } => (g.max_in_flight.clamp(start), u64::MAX),
         };
         self.shared_cap.store(non_urgent, r);
         self.non_urgent_cap.store(non_urgent, r);

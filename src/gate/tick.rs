@@ -333,8 +333,12 @@ impl<C: Clock> Inner<C> {
         let urgent_full = g.max_in_flight.is_auto() && m.urgent_fill >= working as f64;
         let (headroom, floor_credit) = if g.max_in_flight.is_auto() {
             let credit = (floor_room * left).ceil();
+            let mixed = hot.implicit_urgency.load(Ordering::Relaxed) == NEEDS_SETTINGS;
             let headroom = if urgent_full {
                 URGENT_HEADROOM_FULL
+            } else if mixed && !m.urgent_known {
+                // Urgent demand not measured yet: room for as much as the working level.
+                working
             } else {
                 urgent_headroom(need, left)
             };
