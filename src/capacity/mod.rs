@@ -54,6 +54,11 @@ pub(crate) const BINDING_LATENCIES: f64 = 2.0;
 pub(crate) const SCALE_WEIGHT: f64 = 1.0 / 64.0;
 /// Samples a band needs before the fit leaves out the bands with fewer: eight, enough for a mean.
 pub(crate) const BAND_SAMPLES: f64 = 8.0;
+/// An answer this much quicker than the base latency waited behind less than this share of a
+/// base latency: behind W workers, only requests admitted below 1.5 W can come back so quick.
+pub(crate) const QUICK: f64 = 0.5;
+/// ...so the highest level a quick answer came from, divided by this, is a level with no queue.
+pub(crate) const QUICK_REACH: f64 = 1.0 + QUICK;
 
 /// The ceiling for a knee at `k`: [`KNEE_MARGIN`] above it plus the √k ÷ 2 that keeps k workers
 /// busy between Poisson arrivals, and at least one above it.
@@ -165,6 +170,11 @@ impl Estimator {
             self.cohorts.add(s.admitted, s.level, s.latency);
             if self.s0.is_none_or(|s0| lat <= knee::RISE * s0) {
                 base += 1;
+            }
+            // A quick answer shows room as soon as it is back, without waiting for its cohort:
+            // a queue delays the quickest answers too.
+            if self.s0.is_some_and(|s0| lat <= QUICK * s0) {
+                self.verified = self.verified.max(f64::from(s.level) / QUICK_REACH);
             }
         }
         let horizon = (self.scale > 0.0).then_some((cohort::HORIZON * self.scale) as Nanos);
