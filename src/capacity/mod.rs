@@ -12,7 +12,8 @@
 //! * **Decided**: once a knee shows, the ceiling is 1.1 k plus the √k ÷ 2 that keeps W workers busy
 //!   between random arrivals (`ceiling_for`). Before, a slow start: from `START` requests,
 //!   `GROWTH` more for each request that came back at base latency while the ceiling turned
-//!   requests away, never past twice the highest level seen answered at base latency. A cold gate
+//!   requests away, never past twice the highest level seen answered at base latency (or, from
+//!   one answer under half the base latency, two thirds of its level). A cold gate
 //!   protects from its first request; a knee that stops showing while the ceiling binds resumes
 //!   the slow start.
 //!
