@@ -27,8 +27,9 @@ use std::time::Duration;
 
 use common::{gate_with, small_config};
 use invariants_support::{
-    apply, assert_admission_bound, burst_strategy, documented_capacity, documented_interval, field,
-    find_violation, interval_slope, proptest_config, rate_slope, rate_strategy, HostileLog, Jump,
+    apply, arrivals, assert_admission_bound, burst_for, burst_strategy, documented_capacity,
+    documented_interval, field, find_violation, gap_nanos, interval_slope, proptest_config,
+    rate_slope, rate_strategy, HostileLog, Jump,
 };
 use proptest::prelude::*;
 use sluicegate::clock::{Clock, ManualClock};
@@ -58,12 +59,6 @@ fn forced_gate(rate: f64, burst: Duration, timeout: Duration) -> (Gate<ManualClo
     config.gate.switch = SwitchMode::ForceOn;
     let (gate, clock, _) = gate_with(config);
     (gate, clock)
-}
-
-/// The smallest `burst` duration that gives `tokens` tokens at `rate` (by the config's formula).
-fn burst_for(rate: f64, tokens: u64) -> Duration {
-    let ns = (tokens as f64 * 1e9 / rate).ceil().max(1.0);
-    nanos(ns as u64)
 }
 
 /// Figures a snapshot reports must be finite (or absent), whatever the clock did.
@@ -125,54 +120,8 @@ fn bound_checker_accepts_a_bucket_run_at_its_limit_and_flags_one_admission_more(
 
 // ================================================================ 1. admission bound
 
-/// One arrival: after a gap, `cost` acquisitions at the same instant; optionally one waiting
-/// request gives up. (How long a request may wait is the gate's `request_timeout` here; the bucket's
-/// unit tests decode a per-arrival wait from bits 25..37 of the same words.)
-///
-/// Arrivals are decoded from random words: generating them field by field made proptest's own
-/// generation the bulk of the run time in debug builds. Shrinking a word towards 0 still shrinks
-/// the arrival towards "no gap, cost 1, nobody gives up".
-#[derive(Debug, Clone)]
-struct Arrival {
-    /// Thousandths of T; with `idle`, of `b·T` on top of `b·T`.
-    gap: u32,
-    idle: bool,
-    cost: u32,
-    /// Which waiting request gives up (modulo their number).
-    give_up: Option<usize>,
-}
-
-impl Arrival {
-    fn decode(w: u64) -> Self {
-        let cost = field(w, 17, 8);
-        Arrival {
-            gap: (field(w, 0, 12) % 3_000) as u32,
-            idle: field(w, 12, 5) == 31,
-            // Mostly 1 or 2, sometimes up to 64.
-            cost: if cost < 200 {
-                1 + cost % 2
-            } else {
-                1 + (cost - 200) % 64
-            } as u32,
-            give_up: (field(w, 37, 8) >= 218).then(|| field(w, 45, 19) as usize),
-        }
-    }
-}
-
-fn arrivals(max: usize) -> impl Strategy<Value = Vec<Arrival>> {
-    prop::collection::vec(any::<u64>(), 1..max)
-        .prop_map(|words| words.into_iter().map(Arrival::decode).collect())
-}
-
-fn gap_nanos(a: &Arrival, interval: u64, burst: u64) -> u64 {
-    if a.idle {
-        let full = burst * interval;
-        full + full / 1000 * u64::from(a.gap)
-    } else {
-        interval / 1000 * u64::from(a.gap) + u64::from(a.gap) % 7
-    }
-}
-
+// Arrivals (`invariants_support::Arrival`): how long a request may wait is the gate's
+// `request_timeout` here, so their per-arrival `wait` is not used.
 proptest! {
     #![proptest_config(proptest_config(2_000))]
 

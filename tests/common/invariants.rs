@@ -185,6 +185,73 @@ pub fn field(word: u64, shift: u32, bits: u32) -> u64 {
     (word >> shift) & ((1u64 << bits) - 1)
 }
 
+/// The smallest `burst` duration that gives `tokens` tokens at `rate` (by the config's formula).
+pub fn burst_for(rate: f64, tokens: u64) -> Duration {
+    let ns = (tokens as f64 * 1e9 / rate).ceil().max(1.0);
+    Duration::from_nanos(ns as u64)
+}
+
+/// One arrival: after a gap, `cost` acquisitions at the same instant, each willing to wait up to
+/// `wait` (in thousandths of `(b + 3)·T`; 0: not at all); optionally one waiting request gives up.
+///
+/// Arrivals are decoded from random words: generating them field by field made proptest's own
+/// generation the bulk of the run time in debug builds. Shrinking a word towards 0 still shrinks
+/// the arrival towards "no gap, cost 1, no wait, nobody gives up".
+#[derive(Debug, Clone)]
+pub struct Arrival {
+    /// Thousandths of T; with `idle`, of `b·T` on top of `b·T`.
+    pub gap: u32,
+    pub idle: bool,
+    pub cost: u32,
+    pub wait: u32,
+    /// Which waiting request gives up (modulo their number).
+    pub give_up: Option<usize>,
+}
+
+impl Arrival {
+    pub fn decode(w: u64) -> Self {
+        let cost = field(w, 17, 8);
+        let wait = field(w, 25, 12);
+        Arrival {
+            gap: (field(w, 0, 12) % 3_000) as u32,
+            idle: field(w, 12, 5) == 31,
+            // Mostly 1 or 2, sometimes up to 64.
+            cost: if cost < 200 {
+                1 + cost % 2
+            } else {
+                1 + (cost - 200) % 64
+            } as u32,
+            wait: if wait < 1_365 {
+                0
+            } else {
+                (wait % 3_000) as u32
+            },
+            give_up: (field(w, 37, 8) >= 218).then(|| field(w, 45, 19) as usize),
+        }
+    }
+}
+
+/// Up to `max` arrivals.
+pub fn arrivals(max: usize) -> impl Strategy<Value = Vec<Arrival>> {
+    prop::collection::vec(any::<u64>(), 1..max)
+        .prop_map(|words| words.into_iter().map(Arrival::decode).collect())
+}
+
+/// The time from the previous arrival to `a`, for a bucket of `burst` tokens every `interval` ns.
+pub fn gap_nanos(a: &Arrival, interval: u64, burst: u64) -> u64 {
+    if a.idle {
+        let full = burst * interval;
+        full + full / 1000 * u64::from(a.gap)
+    } else {
+        interval / 1000 * u64::from(a.gap) + u64::from(a.gap) % 7
+    }
+}
+
+/// The longest `a` may wait for its token, for a bucket of `burst` tokens every `interval` ns.
+pub fn max_wait_nanos(a: &Arrival, interval: u64, burst: u64) -> u64 {
+    (burst + 3) * interval / 1000 * u64::from(a.wait)
+}
+
 /// A jump of a hostile clock, decoded from a random word.
 #[derive(Debug, Clone)]
 pub enum Jump {

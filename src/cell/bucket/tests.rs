@@ -19,18 +19,13 @@ use proptest::prelude::*;
 
 use super::{Bucket, BucketParams, Reservation};
 use crate::cell::support::{
-    assert_admission_bound, burst_strategy, documented_capacity, documented_interval, field,
-    proptest_config, rate_slope, rate_strategy, Slope,
+    arrivals, assert_admission_bound, burst_for, burst_strategy, documented_capacity,
+    documented_interval, field, gap_nanos, max_wait_nanos, proptest_config, rate_slope,
+    rate_strategy, Slope,
 };
 
 fn nanos(n: u64) -> Duration {
     Duration::from_nanos(n)
-}
-
-/// The smallest `burst` duration that gives `tokens` tokens at `rate` (by the config's formula).
-fn burst_for(rate: f64, tokens: u64) -> Duration {
-    let ns = (tokens as f64 * 1e9 / rate).ceil().max(1.0);
-    nanos(ns as u64)
 }
 
 #[test]
@@ -70,64 +65,6 @@ fn documented_interval_is_the_rate_rounded_up_to_whole_nanoseconds() {
 }
 
 // ================================================================ 1. admission bound
-
-/// One arrival: after a gap, `cost` acquisitions at the same instant, each willing to wait up to
-/// `wait` (in thousandths of `(b + 3)·T`; 0: not at all); optionally one waiting request gives up.
-///
-/// Arrivals are decoded from random words: generating them field by field made proptest's own
-/// generation the bulk of the run time in debug builds. Shrinking a word towards 0 still shrinks
-/// the arrival towards "no gap, cost 1, no wait, nobody gives up".
-#[derive(Debug, Clone)]
-struct Arrival {
-    /// Thousandths of T; with `idle`, of `b·T` on top of `b·T`.
-    gap: u32,
-    idle: bool,
-    cost: u32,
-    wait: u32,
-    /// Which waiting request gives up (modulo their number).
-    give_up: Option<usize>,
-}
-
-impl Arrival {
-    fn decode(w: u64) -> Self {
-        let cost = field(w, 17, 8);
-        let wait = field(w, 25, 12);
-        Arrival {
-            gap: (field(w, 0, 12) % 3_000) as u32,
-            idle: field(w, 12, 5) == 31,
-            // Mostly 1 or 2, sometimes up to 64.
-            cost: if cost < 200 {
-                1 + cost % 2
-            } else {
-                1 + (cost - 200) % 64
-            } as u32,
-            wait: if wait < 1_365 {
-                0
-            } else {
-                (wait % 3_000) as u32
-            },
-            give_up: (field(w, 37, 8) >= 218).then(|| field(w, 45, 19) as usize),
-        }
-    }
-}
-
-fn arrivals(max: usize) -> impl Strategy<Value = Vec<Arrival>> {
-    prop::collection::vec(any::<u64>(), 1..max)
-        .prop_map(|words| words.into_iter().map(Arrival::decode).collect())
-}
-
-fn gap_nanos(a: &Arrival, interval: u64, burst: u64) -> u64 {
-    if a.idle {
-        let full = burst * interval;
-        full + full / 1000 * u64::from(a.gap)
-    } else {
-        interval / 1000 * u64::from(a.gap) + u64::from(a.gap) % 7
-    }
-}
-
-fn max_wait_nanos(a: &Arrival, interval: u64, burst: u64) -> u64 {
-    (burst + 3) * interval / 1000 * u64::from(a.wait)
-}
 
 proptest! {
     #![proptest_config(proptest_config(2_000))]
