@@ -547,6 +547,21 @@ fn a_config_of_fixed_numbers_keeps_its_limits_while_showing_what_it_learned() {
 
 // ---------------------------------------------------------------- urgent reserve and floor
 
+/// Takes permits for `request` until one is refused, into `held`; returns how many it took.
+fn take_until_refused<'g>(
+    gate: &'g Gate<ManualClock>,
+    request: &Request<'_>,
+    held: &mut Vec<Permit<'g, ManualClock>>,
+) -> u64 {
+    let mut taken = 0u64;
+    while let Ok(p) = gate.try_acquire(request) {
+        held.push(p);
+        taken += 1;
+        assert!(taken < 10_000, "{request:?} was never refused");
+    }
+    taken
+}
+
 fn with_reports_non_urgent() -> Config {
     let mut config = Config::default();
     config.routes.non_urgent = vec!["/report/*".into()];
@@ -1062,22 +1077,11 @@ fn past_a_full_ceiling_urgent_requests_alone_may_hold_up_to_the_ceiling_within_a
     assert!(s.learned.knee.is_some(), "{}", show(&s));
     let mut held: Vec<Permit<'_, ManualClock>> = Vec::new();
     let browse = Request::url("/report/monthly");
-    while let Ok(p) = gate.try_acquire(&browse) {
-        held.push(p);
-        assert!(
-            held.len() < 10_000,
-            "non-urgent requests were never refused"
-        );
-    }
+    take_until_refused(&gate, &browse, &mut held);
     let ceiling = gate.snapshot().limits.max_in_flight;
     let working = gate.snapshot().learned.ceiling.unwrap();
     let pay = Request::url("/pay");
-    let mut urgent = 0u64;
-    while let Ok(p) = gate.try_acquire(&pay) {
-        held.push(p);
-        urgent += 1;
-        assert!(urgent < 10_000, "urgent requests were never refused");
-    }
+    take_until_refused(&gate, &pay, &mut held);
     let s = gate.snapshot();
     assert!(
         s.in_flight > ceiling,
@@ -1099,21 +1103,9 @@ fn a_cold_gate_with_a_route_table_keeps_room_for_urgent_requests_above_a_non_urg
     let (gate, _clock, _) = gate_with(with_reports_non_urgent());
     let browse = Request::url("/report/monthly");
     let mut held: Vec<Permit<'_, ManualClock>> = Vec::new();
-    while let Ok(p) = gate.try_acquire(&browse) {
-        held.push(p);
-        assert!(
-            held.len() < 10_000,
-            "non-urgent requests were never refused"
-        );
-    }
-    let non_urgent = held.len() as u64;
+    let non_urgent = take_until_refused(&gate, &browse, &mut held);
     let pay = Request::url("/pay");
-    let mut urgent = 0u64;
-    while let Ok(p) = gate.try_acquire(&pay) {
-        held.push(p);
-        urgent += 1;
-        assert!(urgent < 10_000, "urgent requests were never refused");
-    }
+    let urgent = take_until_refused(&gate, &pay, &mut held);
     let s = gate.snapshot();
     let level = s.limits.shared_in_flight;
     assert_eq!(s.limits.max_in_flight, 2 * level, "{}", show(&s));
