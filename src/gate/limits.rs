@@ -120,14 +120,15 @@ impl HotLimits {
     pub(super) fn store(&self, settings: &Settings, has_lookup: bool) {
         let g = &settings.config.gate;
         let r = Ordering::Release;
+        // Whether a request may be either urgent or not: then urgency is looked up per request.
+        let mixed = has_lookup || !settings.routes.is_empty();
         let start = crate::capacity::START as u64;
+        let working = g.max_in_flight.clamp(start);
         let ceiling = match g.max_in_flight {
             // Until urgent demand is measured, urgent requests have room for as much as the
             // working level above it wherever a request may be either (see `Inner::apply_learned`).
-            Limit::Auto { .. } if has_lookup || !settings.routes.is_empty() => {
-                g.max_in_flight.clamp(start.saturating_mul(2))
-            }
-            _ => g.max_in_flight.clamp(start),
+            Limit::Auto { .. } if mixed => g.max_in_flight.clamp(start.saturating_mul(2)),
+            _ => working,
         };
         self.max_in_flight.store(ceiling, r);
         // A fixed ceiling keeps its urgent reserve from the start; a reload re-derives it from
@@ -137,7 +138,7 @@ impl HotLimits {
                 let non_urgent = ceiling - urgent_reserve(ceiling, None);
                 (non_urgent, non_urgent)
             }
-            Limit::Auto { .. } => (g.max_in_flight.clamp(start), u64::MAX),
+            Limit::Auto { .. } => (working, u64::MAX),
         };
         self.shared_cap.store(non_urgent, r);
         self.non_urgent_cap.store(non_urgent, r);
@@ -161,7 +162,7 @@ impl HotLimits {
             || g.max_qps.is_auto()
             || g.max_in_flight.is_auto();
         self.learning.store(learning, r);
-        let implicit = if has_lookup || !settings.routes.is_empty() {
+        let implicit = if mixed {
             NEEDS_SETTINGS
         } else {
             match settings.config.routes.default_urgency {
