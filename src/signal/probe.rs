@@ -241,23 +241,26 @@ impl SystemMemoryProbe {
         })
     }
 
+    /// The text of `rel` under the probe's root. `None` where it cannot be read on the real root:
+    /// the caller asks sysinfo instead (a system without /proc); under another root, an error
+    /// naming `what` and the path.
+    fn read_proc(&self, rel: &str, what: &'static str) -> Result<Option<String>, ProbeError> {
+        let path = self.root.join(rel);
+        match fs::read_to_string(&path) {
+            Ok(text) => Ok(Some(text)),
+            Err(source) if self.real_root => {
+                tracing::debug!(error = %source, path = %path.display(), "cannot read; asking sysinfo");
+                Ok(None)
+            }
+            Err(source) => Err(ProbeError::Unreadable { what, path, source }),
+        }
+    }
+
     /// The resident set size of this process, in bytes.
     fn resident_bytes(&self) -> Result<u64, ProbeError> {
         const WHAT: &str = "resident set size";
-        let path = self.root.join("proc/self/statm");
-        let text = match fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(source) if self.real_root => {
-                tracing::debug!(error = %source, "cannot read /proc/self/statm; asking sysinfo");
-                return self.sysinfo_resident_bytes();
-            }
-            Err(source) => {
-                return Err(ProbeError::Unreadable {
-                    what: WHAT,
-                    path,
-                    source,
-                })
-            }
+        let Some(text) = self.read_proc("proc/self/statm", WHAT)? else {
+            return self.sysinfo_resident_bytes();
         };
         let pages = text
             .split_ascii_whitespace()
@@ -270,20 +273,8 @@ impl SystemMemoryProbe {
     /// Physical memory, in bytes.
     fn physical_memory(&self) -> Result<u64, ProbeError> {
         const WHAT: &str = "physical memory (MemTotal)";
-        let path = self.root.join("proc/meminfo");
-        let text = match fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(source) if self.real_root => {
-                tracing::debug!(error = %source, "cannot read /proc/meminfo; asking sysinfo");
-                return self.sysinfo_physical_memory();
-            }
-            Err(source) => {
-                return Err(ProbeError::Unreadable {
-                    what: WHAT,
-                    path,
-                    source,
-                })
-            }
+        let Some(text) = self.read_proc("proc/meminfo", WHAT)? else {
+            return self.sysinfo_physical_memory();
         };
         parse_mem_total(&text).ok_or_else(|| unparsable(WHAT, &text))
     }
