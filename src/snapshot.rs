@@ -100,7 +100,8 @@ pub struct Limits {
     /// `max_in_flight`). So the floor takes its slots beside the urgent headroom, not out of it.
     pub floor_credit: u64,
     /// In-flight level up to which requests enter without being classified: the ceiling less the
-    /// share kept for urgent requests, and below the soft memory mark.
+    /// share kept for urgent requests, and below the soft memory mark; 0 while urgent demand alone
+    /// fills a learned ceiling (non-urgent requests then get only their floor).
     pub shared_in_flight: u64,
     /// Longest a request may wait for a token now.
     #[serde(serialize_with = "seconds")]

@@ -706,6 +706,29 @@ fn non_urgent_requests_keep_their_floor_while_urgent_requests_flood() {
     }
 }
 
+#[test]
+fn in_an_urgent_flood_non_urgent_requests_get_their_floor_and_no_more() {
+    for flood in [1.5, 3.0] {
+        // Non-urgent demand alone would fill the service too: only urgency decides who gets in.
+        let (urgent, non_urgent, log) = mixed(flood * CAPACITY, CAPACITY);
+        let floor = Config::default().gate.non_urgent_qps * 5.0;
+        let trace = log.show(9.0);
+        assert!(
+            non_urgent.admitted as f64 <= floor + 3.0 * floor.sqrt(),
+            "{flood}×: non-urgent {non_urgent:?} urgent {urgent:?}\n{trace}"
+        );
+        assert!(
+            non_urgent.admitted as f64 >= 0.9 * floor,
+            "{flood}×: non-urgent {non_urgent:?}"
+        );
+        // The rest of the service goes to urgent requests.
+        assert!(
+            urgent.admitted as f64 >= 0.9 * (5.0 * CAPACITY - non_urgent.admitted as f64),
+            "{flood}×: urgent {urgent:?} non-urgent {non_urgent:?}\n{trace}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------- memory
 
 /// The default config with an in-flight ceiling far from the memory marks: these tests pin the

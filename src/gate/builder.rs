@@ -162,6 +162,7 @@ impl<C: Clock> GateBuilder<C> {
                 urgent_recent: 0.0,
                 urgent_known: false,
                 urgent_fill: 0.0,
+                urgent_flood: 0.0,
                 ceiling_bounded: false,
                 #[cfg(feature = "metrics")]
                 metrics,

@@ -13,7 +13,9 @@
 //! flight): the R that urgent bursts overrun once in a thousand, urgent arrivals piling above the
 //! non-urgent level as a queue of load U ÷ N; N/16 (at least 1) until urgent demand is measured;
 //! N − 1 once urgent demand alone fills the ceiling; never more than N − 1. A `max` bound that
-//! holds a learned ceiling lowers the non-urgent level by the headroom it cut off.
+//! holds a learned ceiling lowers the non-urgent level by the headroom it cut off. With a learned
+//! ceiling, while urgent demand alone (urgent rate × base latency) fills the working level, the
+//! non-urgent level is zero: non-urgent requests get their floor and nothing more.
 //! 1. Hard ceilings, switch or not: memory at or above `max_memory_ratio` of the limit refuses at
 //!    once. Below the *shared level* (the level non-urgent requests stop at, and the level at
 //!    which memory is projected to reach `memory_soft_ratio`) a request takes an in-flight slot
@@ -404,6 +406,9 @@ struct Monitor {
     /// Urgent requests in flight at the service's own latency (urgent rate × base latency, once
     /// settled): whether urgent demand alone fills the working level, queue or no queue.
     urgent_fill: f64,
+    /// `urgent_fill` held for a tick or two only ([`briefly_held`]): while it fills the working
+    /// level, non-urgent requests get only their floor.
+    urgent_flood: f64,
     /// Whether the config holds the in-flight ceiling below the learned one.
     ceiling_bounded: bool,
     /// The gate's metrics, published at the end of each tick.

@@ -161,6 +161,7 @@ impl<C: Clock> Inner<C> {
                 m.urgent_known |= latency > 0.0;
                 let own = m.estimator.base_latency().map_or(latency, |b| b / 1e9);
                 m.urgent_fill = peak_held(urgent_rate * own, m.urgent_fill);
+                m.urgent_flood = briefly_held(urgent_rate * own, m.urgent_flood);
             }
             m.last_tick = now;
             m.last_totals = totals;
@@ -371,14 +372,22 @@ impl<C: Clock> Inner<C> {
         };
         hot.floor_slots.store(floor_slots, Ordering::Relaxed);
         let soft = hot.memory_soft_cap.load(Ordering::Relaxed);
-        // Once urgent demand alone fills the working level, non-urgent requests stop a request
-        // below it, so that urgent ones keep a lead of two.
-        let non_urgent = if urgent_full {
+        // Urgent first: while urgent demand's count at the service's own latency fills the
+        // working level by itself, non-urgent requests get their floor and nothing more (held
+        // briefly, not at its peaks: once the flood ebbs the floor alone would leave slots idle).
+        // Short of that, once urgent demand alone filled the working level, non-urgent requests
+        // stop a request below it, so that urgent ones keep a lead of two.
+        let non_urgent = if g.max_in_flight.is_auto() && m.urgent_flood >= working as f64 {
+            0
+        } else if urgent_full {
             working.saturating_sub(1).max(1)
         } else {
             working
         };
-        let non_urgent = non_urgent.saturating_sub(reserve).max(1);
+        let non_urgent = match non_urgent {
+            0 => 0,
+            n => n.saturating_sub(reserve).max(1),
+        };
         hot.non_urgent_cap.store(non_urgent, Ordering::Relaxed);
         let before_token = match g.max_in_flight {
             Limit::Fixed(_) => non_urgent,
