@@ -4,7 +4,10 @@
 //! ```sh
 //! cargo run --release --features sim --example sim_trace -- scenario.toml [seed] [from_s] [to_s]
 //! cargo run --release --features sim --example sim_trace -- draw FAMILY_SEED INDEX [from_s] [to_s]
+//! cargo run --release --features sim --example sim_trace -- step CAPACITY_RPS SERVICE_MS LOAD SEED [from_s] [to_s]
 //! ```
+//!
+//! `step` runs the grid's step scenario of that backend (warm-up, then a step to LOAD × C).
 //!
 //! `urgent refused` counts the urgent requests refused since the line before.
 
@@ -12,8 +15,8 @@ use std::process::ExitCode;
 
 use sluicegate::clock::{Clock, ManualClock, Nanos};
 use sluicegate::sim::{
-    family, run_strategy, simulated_gate, AttemptId, BackendView, Offer, Scenario, SharedMemory,
-    Sluicegate, Strategy,
+    family, grid, run_strategy, simulated_gate, AttemptId, BackendView, Offer, Scenario,
+    SharedMemory, Sluicegate, Strategy,
 };
 use sluicegate::{Config, Gate};
 
@@ -84,10 +87,21 @@ fn main() -> ExitCode {
     let (scenario, seed, window_at) = if args.first().map(String::as_str) == Some("draw") {
         let draw = family::draw(num(1, 1.0) as u64, num(2, 0.0) as usize);
         (draw.scenario(), draw.scenario_seed(), 3)
+    } else if args.first().map(String::as_str) == Some("step") {
+        let spec = grid::BackendSpec {
+            capacity_rps: num(1, 200.0),
+            service_time: std::time::Duration::from_secs_f64(num(2, 50.0) / 1e3),
+        };
+        (
+            grid::step_scenario(&spec, num(3, 0.5)),
+            num(4, 1.0) as u64,
+            5,
+        )
     } else {
         let Some(path) = args.first() else {
             eprintln!("usage: sim_trace scenario.toml [seed] [from_s] [to_s]");
             eprintln!("       sim_trace draw FAMILY_SEED INDEX [from_s] [to_s]");
+            eprintln!("       sim_trace step CAPACITY_RPS SERVICE_MS LOAD SEED [from_s] [to_s]");
             return ExitCode::from(2);
         };
         match std::fs::read_to_string(path)
