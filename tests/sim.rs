@@ -260,6 +260,43 @@ fn progress_goes_from_zero_to_one_a_few_hundred_times_at_most() {
 // ---------------------------------------------------------------------------------------------
 // Scenario errors
 
+/// A service of one worker queues at its usual load now and then (two requests arriving close
+/// together): in flight above the knee and latency above 1.5 × the base, the switch's two
+/// conditions. At 0.6 of the capacity the auto gate's switch still stays off, on every seed: its
+/// buckets would throttle nothing below the capacity it learned.
+#[test]
+fn a_one_worker_service_at_six_tenths_of_its_capacity_never_turns_the_auto_switch_on() {
+    let s = scenario(
+        r#"
+name = "one worker at 0.6"
+seed = 1
+[backend]
+workers = 1
+service_time = "5ms"
+distribution = "bimodal"
+slow_share = 0.05
+slow_factor = 12
+[clients]
+arrivals = "poisson"
+timeout = "300ms"
+slo = "25ms"
+urgent_share = 0.0
+[[phase]]
+duration = "30s"
+load = 0.6
+"#,
+    );
+    for seed in 1..=6 {
+        let report = match run_with_seed(&s, &Config::default(), seed, &mut |_| {}) {
+            Ok(r) => r,
+            Err(e) => panic!("run failed: {e}"),
+        };
+        let auto = by_name(&report, "sluicegate-auto");
+        let on = auto.timeline.iter().filter(|t| t.switch_on).count();
+        assert_eq!(on, 0, "seed {seed}: the switch was on in {on} slices");
+    }
+}
+
 fn error(text: &str) -> ScenarioError {
     match Scenario::from_toml_str(text) {
         Ok(_) => panic!("accepted:\n{text}"),

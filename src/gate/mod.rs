@@ -63,7 +63,10 @@
 //! The sampler evaluates the switch once per `tick`, on the first request that finds the tick due.
 //! * **On** when in-flight > `max_running` **and** the trimmed-mean latency > `max_avg_latency` (the
 //!   original design's rule). Without a valid trimmed mean (fewer than `min_samples` latencies) it stays off; the
-//!   hard ceilings still protect.
+//!   hard ceilings still protect. With any learned figure, once a capacity is learned, demand (every
+//!   request that asked since the last tick, refused ones included) must also exceed it: a small
+//!   or heavy-tailed service queues at its usual load now and then, and below the learned
+//!   capacity the buckets would throttle nothing.
 //! * **Off** only when all three hold at a tick (with any learned figure: at every tick for a
 //!   second): in-flight < `max_running`; the trimmed mean < `max_avg_latency` (or not valid, or the
 //!   service is idle: nothing in flight and nothing completed since the previous tick, since old
@@ -373,6 +376,8 @@ struct Figures {
     samples: usize,
     completion_rate: f64,
     demand_rate: f64,
+    /// Requests per second that asked, those refused at a hard ceiling included.
+    offered_rate: f64,
     mean_wait: Option<Nanos>,
 }
 

@@ -118,6 +118,10 @@ impl<C: Clock> Inner<C> {
             // Demand: everything that got past the hard ceilings, admitted or refused by a bucket.
             let asked = |c: &Counters| c.admitted + c.refused_rate + c.refused_waiters;
             figures.demand_rate = asked(&totals).saturating_sub(asked(&last)) as f64 / secs;
+            // Offered: everything that asked, refused at a hard ceiling or not.
+            let offered = |c: &Counters| asked(c) + c.refused_in_flight + c.refused_memory;
+            let demand = offered(&totals).saturating_sub(offered(&last));
+            figures.offered_rate = demand as f64 / secs;
             let waited = totals.waited.saturating_sub(last.waited);
             figures.mean_wait =
                 (waited > 0).then(|| totals.wait_nanos.saturating_sub(last.wait_nanos) / waited);
@@ -141,11 +145,6 @@ impl<C: Clock> Inner<C> {
                 refused,
             );
             m.learned = learned;
-            let demand = asked(&totals).saturating_sub(asked(&last))
-                + totals
-                    .refused_in_flight
-                    .saturating_sub(last.refused_in_flight)
-                + totals.refused_memory.saturating_sub(last.refused_memory);
             let urgent = totals
                 .classified_urgent
                 .saturating_sub(last.classified_urgent);
@@ -178,7 +177,8 @@ impl<C: Clock> Inner<C> {
         self.apply_learned(&settings, m);
 
         let learning = self.hot.learning.load(Ordering::Relaxed);
-        self.evaluate_switch(&figures, m.thresholds, &mut m.pace, learning, now);
+        let capacity = m.learned.capacity;
+        self.evaluate_switch(&figures, m.thresholds, &mut m.pace, learning, capacity, now);
         self.update_max_wait(m, &settings);
         self.configure_turnstile(now);
         #[cfg(feature = "metrics")]
@@ -447,6 +447,7 @@ impl<C: Clock> Inner<C> {
         t: Thresholds,
         pace: &mut SwitchPace,
         learning: bool,
+        capacity: Option<f64>,
         now: Nanos,
     ) {
         // With learned figures the ceiling holds the service at once; the switch (which only
@@ -463,8 +464,13 @@ impl<C: Clock> Inner<C> {
         let status = self.switch.load();
         let tmean_ms = figures.trimmed_mean.map(|t| t as f64 / 1e6);
         if !status.auto_on {
-            let hot =
-                in_flight > t.max_running && figures.trimmed_mean.is_some_and(|t| t > max_latency);
+            // With a learned capacity the switch also waits for demand above it: below, its
+            // buckets (sized on that capacity) would throttle nothing, and a small or
+            // heavy-tailed service queues at its usual load now and then without being flooded.
+            let flooded = !learning || capacity.is_none_or(|c| figures.offered_rate > c);
+            let hot = flooded
+                && in_flight > t.max_running
+                && figures.trimmed_mean.is_some_and(|t| t > max_latency);
             pace.hot_ticks = if hot { pace.hot_ticks + 1 } else { 0 };
             if pace.hot_ticks >= hot_ticks {
                 pace.hot_ticks = 0;
@@ -476,6 +482,7 @@ impl<C: Clock> Inner<C> {
                     trimmed_mean_ms = tmean_ms,
                     max_avg_latency_ms = max_latency as f64 / 1e6,
                     completion_rate = figures.completion_rate,
+                    offered_rate = figures.offered_rate,
                     "switch on: in-flight and trimmed-mean latency above their thresholds"
                 );
                 if !before.on && after.on {
