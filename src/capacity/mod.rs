@@ -124,6 +124,9 @@ pub(crate) struct Estimator {
     scale: f64,
     /// The highest level a band came back from at base latency.
     verified: f64,
+    /// The last knee that showed: once the service has shown its knee, the slow start's bound
+    /// starts from it rather than from [`START`].
+    last_knee: Option<f64>,
     last_refusal: Option<Nanos>,
 }
 
@@ -138,6 +141,7 @@ impl Default for Estimator {
             s0: None,
             scale: 0.0,
             verified: 0.0,
+            last_knee: None,
             last_refusal: None,
         }
     }
@@ -189,7 +193,7 @@ impl Estimator {
             .is_some_and(|at| (now.saturating_sub(at) as f64) <= window);
         self.fit(binding);
         if self.knee.is_none() && binding {
-            let cap = VERIFIED_GROWTH * self.verified.max(START);
+            let cap = VERIFIED_GROWTH * self.verified.max(self.last_knee.unwrap_or(START));
             let grown = self.limit + GROWTH * (base.saturating_mul(every.max(1))) as f64;
             self.limit = grown.min(cap);
         }
@@ -209,6 +213,7 @@ impl Estimator {
         self.s0 = Some(f.s0);
         if f.knee {
             self.knee = Some(f.k);
+            self.last_knee = Some(f.k);
             self.limit = ceiling_for(f.k);
         } else if binding {
             self.knee = None;
