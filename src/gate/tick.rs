@@ -120,8 +120,7 @@ impl<C: Clock> Inner<C> {
             figures.demand_rate = asked(&totals).saturating_sub(asked(&last)) as f64 / secs;
             // Offered: everything that asked, refused at a hard ceiling or not.
             let offered = |c: &Counters| asked(c) + c.refused_in_flight + c.refused_memory;
-            let demand = offered(&totals).saturating_sub(offered(&last));
-            figures.offered_rate = demand as f64 / secs;
+            figures.offered_rate = offered(&totals).saturating_sub(offered(&last)) as f64 / secs;
             let waited = totals.waited.saturating_sub(last.waited);
             figures.mean_wait =
                 (waited > 0).then(|| totals.wait_nanos.saturating_sub(last.wait_nanos) / waited);
@@ -153,7 +152,7 @@ impl<C: Clock> Inner<C> {
                     .classified_non_urgent
                     .saturating_sub(last.classified_non_urgent);
             if classified > 0 {
-                let urgent_rate = demand as f64 / secs * (urgent as f64 / classified as f64);
+                let urgent_rate = figures.offered_rate * (urgent as f64 / classified as f64);
                 let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
                 m.urgent_need = peak_held(urgent_rate * latency, m.urgent_need);
                 m.urgent_recent = briefly_held(urgent_rate * latency, m.urgent_recent);
@@ -372,22 +371,8 @@ impl<C: Clock> Inner<C> {
         };
         hot.floor_slots.store(floor_slots, Ordering::Relaxed);
         let soft = hot.memory_soft_cap.load(Ordering::Relaxed);
-        // Urgent first: while urgent demand's count at the service's own latency fills the
-        // working level by itself, non-urgent requests get their floor and nothing more (held
-        // briefly, not at its peaks: once the flood ebbs the floor alone would leave slots idle).
-        // Short of that, once urgent demand alone filled the working level, non-urgent requests
-        // stop a request below it, so that urgent ones keep a lead of two.
-        let non_urgent = if g.max_in_flight.is_auto() && m.urgent_flood >= working as f64 {
-            0
-        } else if urgent_full {
-            working.saturating_sub(1).max(1)
-        } else {
-            working
-        };
-        let non_urgent = match non_urgent {
-            0 => 0,
-            n => n.saturating_sub(reserve).max(1),
-        };
+        let flooded = g.max_in_flight.is_auto() && m.urgent_flood >= working as f64;
+        let non_urgent = non_urgent_level(working, reserve, flooded, urgent_full);
         hot.non_urgent_cap.store(non_urgent, Ordering::Relaxed);
         let before_token = match g.max_in_flight {
             Limit::Fixed(_) => non_urgent,
@@ -518,4 +503,22 @@ impl<C: Clock> Inner<C> {
             }
         }
     }
+}
+
+/// The level non-urgent requests stop at. Urgent first: while urgent demand's count at the
+/// service's own latency fills the working level by itself (`flooded`, held briefly rather than at
+/// its peaks: once the flood ebbs, the floor alone would leave slots idle), none: non-urgent
+/// requests get their floor and nothing more. Short of that, once urgent demand alone filled the
+/// working level (`urgent_full`), a request below it, so that urgent ones keep a lead of two;
+/// otherwise the working level. Less the urgent `reserve` a ceiling the config holds leaves.
+fn non_urgent_level(working: u64, reserve: u64, flooded: bool, urgent_full: bool) -> u64 {
+    if flooded {
+        return 0;
+    }
+    let level = if urgent_full {
+        working.saturating_sub(1).max(1)
+    } else {
+        working
+    };
+    level.saturating_sub(reserve).max(1)
 }
