@@ -33,6 +33,14 @@ fn run_all(s: &Scenario) -> Report {
     }
 }
 
+/// [`run_all`] with another seed than the scenario's.
+fn run_seeded(s: &Scenario, seed: u64) -> Report {
+    match run_with_seed(s, &Config::default(), seed, &mut |_| {}) {
+        Ok(r) => r,
+        Err(e) => panic!("run with seed {seed} failed: {e}"),
+    }
+}
+
 fn by_name<'r>(report: &'r Report, name: &str) -> &'r StrategyReport {
     report
         .strategy(name)
@@ -287,10 +295,7 @@ load = 0.6
 "#,
     );
     for seed in 1..=6 {
-        let report = match run_with_seed(&s, &Config::default(), seed, &mut |_| {}) {
-            Ok(r) => r,
-            Err(e) => panic!("run failed: {e}"),
-        };
+        let report = run_seeded(&s, seed);
         let auto = by_name(&report, "sluicegate-auto");
         let on = auto.timeline.iter().filter(|t| t.switch_on).count();
         assert_eq!(on, 0, "seed {seed}: the switch was on in {on} slices");
@@ -327,10 +332,7 @@ load = 4.0
 "#,
     );
     for seed in 1..=6 {
-        let report = match run_with_seed(&s, &Config::default(), seed, &mut |_| {}) {
-            Ok(r) => r,
-            Err(e) => panic!("run failed: {e}"),
-        };
+        let report = run_seeded(&s, seed);
         let auto = by_name(&report, "sluicegate-auto").goodput_ratio;
         let told_w = by_name(&report, "concurrency-limit").goodput_ratio;
         assert!(
