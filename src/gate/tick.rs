@@ -176,7 +176,8 @@ impl<C: Clock> Inner<C> {
         self.apply_learned(&settings, m);
 
         let learning = self.hot.learning.load(Ordering::Relaxed);
-        let capacity = m.learned.capacity;
+        // A capacity the switch waits for demand to exceed: a learned one, with learned figures.
+        let capacity = m.learned.capacity.filter(|_| learning);
         self.evaluate_switch(&figures, m.thresholds, &mut m.pace, learning, capacity, now);
         self.update_max_wait(m, &settings);
         self.configure_turnstile(now);
@@ -426,6 +427,8 @@ impl<C: Clock> Inner<C> {
         hot.max_wait.store(max_wait, Ordering::Relaxed);
     }
 
+    /// Turns the switch on or off by its rule (see the module doc of `gate`); with a `capacity`,
+    /// it turns on only while the offered rate exceeds it.
     pub(super) fn evaluate_switch(
         &self,
         figures: &Figures,
@@ -452,8 +455,8 @@ impl<C: Clock> Inner<C> {
             // With a learned capacity the switch also waits for demand above it: below, its
             // buckets (sized on that capacity) would throttle nothing, and a small or
             // heavy-tailed service queues at its usual load now and then without being flooded.
-            let flooded = !learning || capacity.is_none_or(|c| figures.offered_rate > c);
-            let hot = flooded
+            let overloaded = capacity.is_none_or(|c| figures.offered_rate > c);
+            let hot = overloaded
                 && in_flight > t.max_running
                 && figures.trimmed_mean.is_some_and(|t| t > max_latency);
             pace.hot_ticks = if hot { pace.hot_ticks + 1 } else { 0 };
