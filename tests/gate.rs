@@ -345,7 +345,7 @@ fn token_wait_is_kept_apart_from_handler_latency() {
 #[test]
 fn switch_turns_on_within_one_tick_when_in_flight_and_latency_exceed_their_thresholds() {
     let (gate, clock, _) = gate_with(small_config());
-    let _held = overload(&gate, &clock);
+    drop(overload(&gate, &clock));
     // And the request path now paces: two immediate urgent requests cannot both get the one token.
     let a = gate.try_acquire(&Request::url("/x"));
     let b = gate.try_acquire(&Request::url("/x"));
@@ -389,8 +389,13 @@ fn switch_stays_on_while_demand_exceeds_what_the_buckets_admit_even_when_the_ser
             assert!(s.switch.on, "flapped off at step {step}: {s:?}");
         }
     }
-    // Demand falls to 50/s: the switch goes off at the next tick.
-    for _ in 0..10 {
+    // Demand falls to 50/s: the switch goes off once that has held for a second, not before.
+    for _ in 0..45 {
+        clock.advance(ms(20));
+        drop(gate.try_acquire(&Request::url("/x")));
+    }
+    assert!(gate.snapshot().switch.on, "off before a second of calm");
+    for _ in 0..20 {
         clock.advance(ms(20));
         drop(gate.try_acquire(&Request::url("/x")));
     }
@@ -953,8 +958,12 @@ fn switch_turns_off_when_the_service_goes_idle_even_with_slow_latencies_in_the_w
     drop(overload(&gate, &clock)); // the window holds 150 ms latencies; nothing in flight
     clock.advance(ms(100));
     gate.snapshot(); // a tick with the last completions in it
-    clock.advance(ms(100));
-    let s = gate.snapshot(); // a tick with nothing in flight and nothing completed
+                     // Ticks with nothing in flight and nothing completed, for a second.
+    for _ in 0..11 {
+        clock.advance(ms(100));
+        gate.snapshot();
+    }
+    let s = gate.snapshot();
     assert!(
         !s.switch.on,
         "an idle service must not keep the switch on: {s:?}"
@@ -1030,4 +1039,48 @@ fn cancelled_calls_are_not_counted_as_completions_of_the_service() {
         "{}",
         s.completion_rate
     );
+}
+
+#[test]
+fn while_the_switch_is_on_a_fixed_ceiling_holds_in_flight_at_max_running_non_urgent_work_below() {
+    let mut config = small_config();
+    config.gate.max_running = (32).into();
+    config.gate.max_qps = (1e6).into();
+    // A trickle: one token (a second's burst at 1/s) lets one non-urgent request into the reserve.
+    config.gate.non_urgent_qps = 1.0;
+    config.gate.burst = Duration::from_secs(1);
+    let (gate, clock, _) = gate_with(config);
+    let urgent = Request::url("/x").with_urgency(Urgency::Urgent);
+    let non_urgent = Request::url("/x").with_urgency(Urgency::NonUrgent);
+    // Fifty in flight, ten of them answered after 150 ms: the switch turns on.
+    let mut held = common::hold(&gate, &urgent, 50);
+    clock.advance(ms(150));
+    held.drain(..10).for_each(drop);
+    assert!(gate.snapshot().switch.on);
+    drop(held);
+    clock.advance(ms(100));
+    let s = gate.snapshot();
+    assert!(s.switch.on);
+    assert_eq!(s.limits.max_in_flight, 32, "held at max_running: {s:?}");
+    // Urgent demand unmeasured: a sixteenth of the level is kept for urgent requests, less the
+    // one the floor's token takes.
+    let admitted_non_urgent = std::iter::from_fn(|| gate.try_acquire(&non_urgent).ok())
+        .take(1000)
+        .collect::<Vec<_>>();
+    assert_eq!(admitted_non_urgent.len(), 31);
+    let refused = gate.try_acquire(&non_urgent).unwrap_err();
+    assert_eq!(refused.reason, RejectReason::InFlightCeiling);
+    let urgent_held = common::hold(&gate, &urgent, 1);
+    let refused = gate.try_acquire(&urgent).unwrap_err();
+    assert_eq!(refused.reason, RejectReason::InFlightCeiling);
+    drop((admitted_non_urgent, urgent_held));
+    // A second of calm turns the switch off, and the configured ceiling is back.
+    for _ in 0..12 {
+        clock.advance(ms(100));
+        gate.snapshot();
+    }
+    let s = gate.snapshot();
+    assert!(!s.switch.on, "{s:?}");
+    assert_eq!(s.limits.max_in_flight, 1000);
+    drop(common::hold(&gate, &urgent, 200));
 }

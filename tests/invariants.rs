@@ -440,6 +440,8 @@ proptest! {
         config.gate.request_timeout = nanos(request_timeout);
         config.gate.max_waiters = u64::MAX;
         config.gate.max_in_flight = (u64::MAX).into();
+        // No in-flight level to hold while the switch is on: only the buckets refuse.
+        config.gate.max_running = (u64::MAX).into();
         config.sampler.tick = Duration::from_millis(1);
         config.sampler.min_samples = 1;
         let (gate, clock, _) = gate_with(config);

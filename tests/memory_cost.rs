@@ -157,3 +157,42 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_reading_above_the_ceiling_explained_by_declared_costs_refuses_only_until_they_are_released() {
+    let (gate, _clock, memory) = gate_with(roomy());
+    memory.set_used(300);
+    gate.refresh_memory();
+    let mut held = fill(&gate, 100);
+    assert_eq!(gate.snapshot().declared_bytes, 700);
+    // Read at 960 of 1000 with the 700 declared bytes in flight: 260 besides them.
+    memory.set_used(960);
+    gate.refresh_memory();
+    assert_eq!(gate.snapshot().limits.memory_declared_room, 690);
+    let plain = Request::url("/pay").with_urgency(Urgency::Urgent);
+    let refused = gate.try_acquire(&plain).unwrap_err();
+    assert_eq!(refused.reason, RejectReason::MemoryCeiling);
+    // Two payloads released: 260 + 500 is below the ceiling, before memory is read again.
+    held.truncate(5);
+    assert!(gate.try_acquire(&plain).is_ok());
+}
+
+#[test]
+fn a_reading_above_the_ceiling_that_declared_costs_do_not_explain_refuses_until_the_next_one() {
+    let (gate, _clock, memory) = gate_with(roomy());
+    memory.set_used(300);
+    gate.refresh_memory();
+    drop(fill(&gate, 100));
+    // Read at 960 of 1000 with nothing declared in flight: memory the payloads do not explain.
+    // Every request is refused until memory is read again below the ceiling.
+    memory.set_used(960);
+    gate.refresh_memory();
+    let plain = Request::url("/pay").with_urgency(Urgency::Urgent);
+    assert_eq!(
+        gate.try_acquire(&plain).unwrap_err().reason,
+        RejectReason::MemoryCeiling
+    );
+    memory.set_used(900);
+    gate.refresh_memory();
+    assert!(gate.try_acquire(&plain).is_ok());
+}

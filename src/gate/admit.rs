@@ -45,6 +45,7 @@ impl<C: Clock> Inner<C> {
         if self
             .memory
             .reached(self.hot.max_memory_ratio.load(Ordering::Relaxed))
+            && self.memory_still_reached()
         {
             return Err(self.refuse(RejectReason::MemoryCeiling, None));
         }
@@ -148,6 +149,16 @@ impl<C: Clock> Inner<C> {
             outcome: Outcome::Succeeded,
             charge: Charge::new(cost, slot),
         }
+    }
+
+    /// Whether memory, read at or above its ceiling, is still there: unless declared costs
+    /// explain the reading, until the next one. Where they do, the declared bytes released since
+    /// have come off it: a reading taken at a peak of large payloads would otherwise refuse every
+    /// request until the next one, with the payloads long gone and the service idle.
+    #[cold]
+    fn memory_still_reached(&self) -> bool {
+        let room = self.hot.declared_room.load(Ordering::Relaxed);
+        room == u64::MAX || self.declared.load(Ordering::Relaxed) >= room
     }
 
     /// Adds a declared memory cost to the bytes in flight, refusing it if they had already reached

@@ -16,8 +16,13 @@
 //! holds a learned ceiling lowers the non-urgent level by the headroom it cut off. With a learned
 //! ceiling, while urgent demand alone (urgent rate × base latency) fills the working level, the
 //! non-urgent level is zero: non-urgent requests get their floor and nothing more.
+//! While the switch is on, a fixed `max_in_flight` holds the service at `max_running` (the level
+//! the config says it runs at; a ceiling above it lets a queue stand in front of the workers for
+//! as long as the flood lasts): non-urgent requests stop there, urgent ones may go above it by
+//! their reserve as far as the ceiling allows, unless urgent demand alone fills that level.
 //! 1. Hard ceilings, switch or not: memory at or above `max_memory_ratio` of the limit refuses at
-//!    once. Below the *shared level* (the level non-urgent requests stop at, and the level at
+//!    once, until the next reading, or where requests declare their costs
+//!    ([`Request::with_cost`]) until the costs released since take memory below it. Below the *shared level* (the level non-urgent requests stop at, and the level at
 //!    which memory is projected to reach `memory_soft_ratio`) a request takes an in-flight slot
 //!    without being classified: one compare-and-swap.
 //! 2. Above the shared level the request is classified. An urgent one may go up to the ceiling
@@ -56,8 +61,9 @@
 //! original design's figures). [`Snapshot::learned`] and [`Snapshot::limits`] show
 //! both. A config of fixed numbers only behaves as the original design's gate (the switch's rule,
 //! the buckets, waits up to `request_timeout`), with the urgent headroom, work-conserving tokens
-//! and adaptive waiting off; only the order in which its ceiling refuses differs: non-urgent work
-//! first (the urgent reserve, and the non-urgent floor into it).
+//! and adaptive waiting off; but its ceiling refuses non-urgent work first (the urgent reserve,
+//! and the non-urgent floor into it), and while the switch is on it holds the service at
+//! `max_running` (see above).
 //!
 //! # When the switch turns on and off
 //! The sampler evaluates the switch once per `tick`, on the first request that finds the tick due.
@@ -67,16 +73,17 @@
 //!   request that asked since the last tick, refused ones included) must also exceed it: a small
 //!   or heavy-tailed service queues at its usual load now and then, and below the learned
 //!   capacity the buckets would throttle nothing.
-//! * **Off** only when all three hold at a tick (with any learned figure: at every tick for a
-//!   second): in-flight < `max_running`; the trimmed mean < `max_avg_latency` (or not valid, or the
-//!   service is idle: nothing in flight and nothing completed since the previous tick, since old
-//!   latencies can only be refreshed by traffic); and the rate of requests that got past the hard
-//!   ceilings since the last tick (admitted, or refused by a bucket) is no more than `max_qps` (the
-//!   learned capacity, when learned). The last one is what keeps the switch from flapping: throttling makes in-flight and
-//!   latency look healthy, but as long as demand exceeds what the service may be given, turning
-//!   off would only let the flood back in. It deliberately ignores whether the buckets still
-//!   refuse: the non-urgent trickle may refuse non-urgent requests long after the flood, although
-//!   the whole demand would now fit.
+//! * **Off** only when all three hold at every tick for a second: in-flight < `max_running`; the
+//!   trimmed mean < `max_avg_latency` (or not valid, or the service is idle: nothing in flight and
+//!   nothing completed since the previous tick, since old latencies can only be refreshed by
+//!   traffic); and demand fits: the rate of requests that asked since the last tick (admitted or
+//!   refused) is no more than `max_qps` (the learned capacity, when learned), and none was refused
+//!   at the in-flight ceiling. The last one is what keeps the switch from flapping: throttling
+//!   makes in-flight and latency look healthy (and a service held at `max_running` is always
+//!   just below it), but as long as demand exceeds what the service may be given, or what it
+//!   takes once it got slower than `max_qps` says, turning off would only let the flood back in.
+//!   It deliberately ignores whether the buckets still refuse: the non-urgent trickle may refuse
+//!   non-urgent requests long after the flood, although the whole demand would now fit.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -375,9 +382,10 @@ struct Figures {
     trimmed_mean: Option<Nanos>,
     samples: usize,
     completion_rate: f64,
-    demand_rate: f64,
     /// Requests per second that asked, those refused at a hard ceiling included.
     offered_rate: f64,
+    /// Requests refused at the in-flight ceiling since the previous tick.
+    ceiling_refusals: u64,
     mean_wait: Option<Nanos>,
 }
 

@@ -51,7 +51,7 @@ impl<C: Clock> Inner<C> {
                 .filter(|&t| t > 0)
                 .map(|t| in_flight as f64 / (t as f64 / 1e9)),
             completion_rate: figures.completion_rate,
-            demand_rate: figures.demand_rate,
+            demand_rate: figures.offered_rate,
             mean_wait: figures.mean_wait.map(Duration::from_nanos),
             memory_ratio: self.memory.ratio(),
             switch: self.switch.load(),

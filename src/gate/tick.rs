@@ -115,12 +115,18 @@ impl<C: Clock> Inner<C> {
             let completed = done(&totals).saturating_sub(done(&last));
             figures.nothing_completed = completed == 0;
             figures.completion_rate = completed as f64 / secs;
-            // Demand: everything that got past the hard ceilings, admitted or refused by a bucket.
-            let asked = |c: &Counters| c.admitted + c.refused_rate + c.refused_waiters;
-            figures.demand_rate = asked(&totals).saturating_sub(asked(&last)) as f64 / secs;
-            // Offered: everything that asked, refused at a hard ceiling or not.
-            let offered = |c: &Counters| asked(c) + c.refused_in_flight + c.refused_memory;
+            // Offered: everything that asked, admitted or refused, at a hard ceiling or by a bucket.
+            let offered = |c: &Counters| {
+                c.admitted
+                    + c.refused_rate
+                    + c.refused_waiters
+                    + c.refused_in_flight
+                    + c.refused_memory
+            };
             figures.offered_rate = offered(&totals).saturating_sub(offered(&last)) as f64 / secs;
+            figures.ceiling_refusals = totals
+                .refused_in_flight
+                .saturating_sub(last.refused_in_flight);
             let waited = totals.waited.saturating_sub(last.waited);
             figures.mean_wait =
                 (waited > 0).then(|| totals.wait_nanos.saturating_sub(last.wait_nanos) / waited);
@@ -173,12 +179,16 @@ impl<C: Clock> Inner<C> {
             m.estimator.latency(),
             settings.tick,
         );
-        self.apply_learned(&settings, m);
-
+        // The switch first: the limits in force depend on it (a fixed ceiling is held lower
+        // while it is on).
+        let g = &config.gate;
+        let unlearned = Thresholds::unlearned(config);
+        m.thresholds = Self::learned_thresholds(g, &m.learned, unlearned);
         let learning = self.hot.learning.load(Ordering::Relaxed);
         // A capacity the switch waits for demand to exceed: a learned one, with learned figures.
         let capacity = m.learned.capacity.filter(|_| learning);
         self.evaluate_switch(&figures, m.thresholds, &mut m.pace, learning, capacity, now);
+        self.apply_learned(&settings, m);
         self.update_max_wait(m, &settings);
         self.configure_turnstile(now);
         #[cfg(feature = "metrics")]
@@ -309,12 +319,31 @@ impl<C: Clock> Inner<C> {
         }
         // The working level: requests enter below it without being classified, and non-urgent
         // requests never above it.
-        let working = g
+        let mut working = g
             .max_in_flight
             .clamp(learned.ceiling.unwrap_or(crate::capacity::START as u64))
             .max(1);
-        // Urgent headroom above it (see `urgent_headroom`), one request in an urgent flood, none
-        // above a fixed `max_in_flight` but a reserve below it (see `urgent_reserve`).
+        // A fixed ceiling holds the service at `max_running` while the switch is on: above it, a
+        // queue would stand in front of the workers for as long as the flood lasts. Urgent
+        // requests keep their reserve above that level, up to the ceiling, unless their own
+        // demand fills it.
+        let held = match g.max_in_flight {
+            Limit::Fixed(max) if self.switch.load().on => {
+                working = working.min(m.thresholds.max_running).max(1);
+                max - working
+            }
+            _ => 0,
+        };
+        let recent = m.urgent_known.then_some(m.urgent_recent);
+        let fixed_reserve = urgent_reserve(working, recent);
+        let fixed_headroom = if recent.is_some_and(|n| n < working as f64) {
+            fixed_reserve.min(held)
+        } else {
+            0
+        };
+        // Urgent headroom above it (see `urgent_headroom`), one request in an urgent flood; with
+        // a fixed `max_in_flight`, the urgent reserve (see `urgent_reserve`), above a held level
+        // as far as the ceiling lets it and below it for the rest.
         // The non-urgent floor's own count in flight, at its rate (Little's law) and the service's
         // own latency, and room for its bursts: twice that, and two. At the latency of now the
         // room would grow with the very queue it lets in.
@@ -345,19 +374,21 @@ impl<C: Clock> Inner<C> {
             };
             (headroom, credit.clamp(0.0, u32::MAX as f64) as u64)
         } else {
-            (0, 0)
+            (fixed_headroom, 0)
         };
         hot.floor_credit.store(floor_credit, Ordering::Relaxed);
         let ceiling = g
             .max_in_flight
             .clamp(working.saturating_add(headroom))
+            .min(working.saturating_add(headroom))
             .max(working);
-        // Urgent room the ceiling in force leaves no other way: with a fixed ceiling its urgent
-        // reserve; with a learned one held at its `max` bound, the headroom the bound cut off.
+        // Urgent room the ceiling in force leaves no other way: with a fixed ceiling the part of
+        // its urgent reserve not above the working level; with a learned one held at its `max`
+        // bound, the headroom the bound cut off.
         // Non-urgent requests stop that much lower, so that under any ceiling the config sets a
         // ceiling refuses non-urgent work before urgent work.
         let reserve = match g.max_in_flight {
-            Limit::Fixed(_) => urgent_reserve(ceiling, m.urgent_known.then_some(m.urgent_recent)),
+            Limit::Fixed(_) => fixed_reserve - fixed_headroom,
             Limit::Auto { .. } => working.saturating_add(headroom).saturating_sub(ceiling),
         };
         hot.max_in_flight.store(ceiling, Ordering::Relaxed);
@@ -441,11 +472,8 @@ impl<C: Clock> Inner<C> {
         // With learned figures the ceiling holds the service at once; the switch (which only
         // sorts the classes) waits for the conditions to hold on a second tick, so that a burst
         // at the usual load does not flip it, and turns off only after a second of calm.
-        let (hot_ticks, calm_for) = if learning {
-            (SWITCH_ON_TICKS, SWITCH_OFF_CALM)
-        } else {
-            (1, 0)
-        };
+        let hot_ticks = if learning { SWITCH_ON_TICKS } else { 1 };
+        let calm_for = SWITCH_OFF_CALM;
         let calm_since = &mut pace.calm_since;
         let in_flight = self.turnstile.current();
         let max_latency = t.max_avg_latency;
@@ -483,7 +511,7 @@ impl<C: Clock> Inner<C> {
             let idle = in_flight == 0 && figures.nothing_completed;
             let calm = in_flight < t.max_running
                 && (idle || figures.trimmed_mean.is_none_or(|t| t < max_latency));
-            let demand_fits = figures.demand_rate <= t.max_qps;
+            let demand_fits = figures.offered_rate <= t.max_qps && figures.ceiling_refusals == 0;
             let since = if calm && demand_fits {
                 *calm_since.get_or_insert(now)
             } else {
@@ -499,7 +527,7 @@ impl<C: Clock> Inner<C> {
                     max_running = t.max_running,
                     trimmed_mean_ms = tmean_ms,
                     max_avg_latency_ms = max_latency as f64 / 1e6,
-                    demand_rate = figures.demand_rate,
+                    offered_rate = figures.offered_rate,
                     max_qps = t.max_qps,
                     "switch off: service healthy and demand within max_qps"
                 );
