@@ -87,7 +87,7 @@ pub struct Limits {
     #[serde(serialize_with = "seconds")]
     pub max_avg_latency: Duration,
     /// Rate of the whole gate while the switch is on, requests per second: `max_qps`, or with a
-    /// learned `max_qps` 15 % above the learned capacity (the switch compares demand with the
+    /// learned `max_qps` twice the learned capacity (the switch compares demand with the
     /// capacity itself, [`Learned::capacity`]).
     pub max_qps: f64,
     /// Hard in-flight ceiling (`max_in_flight`); urgent requests may use all of it.

@@ -57,7 +57,7 @@
 //! learned into the limits in force, within the config's bounds (a fixed number wins):
 //! `max_in_flight` = the estimator's ceiling (above the knee once one shows, the slow start's
 //! before) plus the urgent headroom; `max_avg_latency` = 1.5 × the base latency once measured;
-//! once a knee shows, `max_running` = the knee and `max_qps` = 1.15 × the capacity (before, the
+//! once a knee shows, `max_running` = the knee and `max_qps` = 2 × the capacity (before, the
 //! original design's figures). [`Snapshot::learned`] and [`Snapshot::limits`] show
 //! both. A config of fixed numbers only behaves as the original design's gate (the switch's rule,
 //! the buckets, waits up to `request_timeout`), with the urgent headroom, work-conserving tokens
@@ -212,9 +212,10 @@ impl<C: Clock> std::fmt::Debug for Gate<C> {
     }
 }
 
-/// Room above a capacity confirmed saturated that the switch threshold and the rate of the whole
-/// gate leave, so that the in-flight ceiling, not the rate, holds a saturated service.
-const HEADROOM: f64 = 0.15;
+/// Room above a learned capacity that the rate of the whole gate leaves, so that the in-flight
+/// ceiling, not the rate, holds a saturated service: a capacity learned while the service was
+/// congested can be low by a third or more, and a rate that binds below the real one idles it.
+const HEADROOM: f64 = 1.0;
 /// While the learned ceiling is still growing, a timed call at it brings the next tick forward to
 /// this many latency scales from now (at least [`crate::capacity::cohort::BUCKET`], at most the
 /// tick): the slow start then grows once per round trip rather than once per tick.
