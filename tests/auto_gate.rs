@@ -22,6 +22,16 @@ use sluicegate::{SwitchMode, Ticket, Urgency};
 const STEP: Nanos = 1_000_000;
 /// Room the learned rate leaves above a capacity seen saturated (the gate's documented 2 ×).
 const HEADROOM: f64 = 1.0;
+/// The non-urgent floor's most, as a share of the learned capacity (the gate's documented 5 %).
+const FLOOR_SHARE: f64 = 0.05;
+
+/// Non-urgent requests the floor admits in `secs`: `non_urgent_qps`, at most its share of the
+/// capacity learned by the end of `log`.
+fn floor_over(log: &Log, secs: f64) -> f64 {
+    let capacity = log.0.last().and_then(|s| s.learned.capacity);
+    let rate = Config::default().gate.non_urgent_qps;
+    capacity.map_or(rate, |c| rate.min(FLOOR_SHARE * c)) * secs
+}
 
 /// What happened to the requests of one stream.
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
@@ -709,7 +719,7 @@ fn an_urgent_flood_keeps_no_excess_above_the_ceiling_once_it_is_confirmed() {
 fn non_urgent_requests_keep_their_floor_while_urgent_requests_flood() {
     for flood in [2.0, 3.0] {
         let (urgent, non_urgent, log) = mixed(flood * CAPACITY, 60.0);
-        let floor = Config::default().gate.non_urgent_qps * 5.0;
+        let floor = floor_over(&log, 5.0);
         assert!(
             non_urgent.admitted as f64 >= 0.9 * floor,
             "{flood}×: non-urgent {non_urgent:?} urgent {urgent:?}\n{}",
@@ -723,7 +733,7 @@ fn in_an_urgent_flood_non_urgent_requests_get_their_floor_and_no_more() {
     for flood in [1.5, 3.0] {
         // Non-urgent demand alone would fill the service too: only urgency decides who gets in.
         let (urgent, non_urgent, log) = mixed(flood * CAPACITY, CAPACITY);
-        let floor = Config::default().gate.non_urgent_qps * 5.0;
+        let floor = floor_over(&log, 5.0);
         let trace = log.show(9.0);
         assert!(
             non_urgent.admitted as f64 <= floor + 3.0 * floor.sqrt(),

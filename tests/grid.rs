@@ -837,8 +837,8 @@ fn below_capacity_a_warm_auto_gate_turns_nobody_away_on_a_slow_spread_out_backen
     }
 }
 
-/// On the slow, widely spread backend in overload, the auto gate answers about as much as a
-/// static limit told the backend's W, on every seed. It once learned its base latency from the
+/// On the slow, widely spread backend in overload, the auto gate answers at least 0.9 of what a
+/// static limit told the backend's W answers (the family's goodput bar), on every seed. It once learned its base latency from the
 /// quick requests that complete first, and kept it: the rounds of the true latency read as a
 /// queue and were left out. Its knee was then 30 % low, the ceiling held the service below its
 /// capacity and the rate measured shrank with it (seed 2: 0.68 of the capacity at 2x against
@@ -856,7 +856,7 @@ fn in_overload_the_auto_gate_keeps_the_capacity_of_a_slow_spread_out_backend_on_
                 .find(|s| s.name == "concurrency-limit")
                 .expect("the static limit ran");
             assert!(
-                auto.goodput_ratio >= told_w.goodput_ratio - 0.05,
+                auto.goodput_ratio >= 0.9 * told_w.goodput_ratio,
                 "seed {seed}, {load}x: goodput {:.3}, a static limit at W {:.3}",
                 auto.goodput_ratio,
                 told_w.goodput_ratio

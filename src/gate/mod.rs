@@ -29,7 +29,7 @@
 //!    (with a learned ceiling, a few requests above the shared level) and the level where memory
 //!    reaches its hard ceiling. A non-urgent one is refused, except between the memory marks, where
 //!    a share shrinking from all to none is admitted, and on the non-urgent floor
-//!    (`non_urgent_qps`, at most 12 % of a learned capacity where `max_qps` is learned), which
+//!    (`non_urgent_qps`, at most 5 % of a learned capacity where `max_qps` is learned), which
 //!    may take a few slots above a learned ceiling (its rate times the base latency), and with fixed
 //!    numbers only the urgent reserve, never a slot past the ceiling or where the memory marks
 //!    stop non-urgent work: whatever urgent demand takes, non-urgent work gets that rate.
@@ -354,9 +354,10 @@ struct SwitchPace {
     hot_ticks: u32,
 }
 
-/// The non-urgent floor is at most this share of a learned capacity: the original design's trickle (30 of
-/// 250 requests per second) in proportion.
-const FLOOR_SHARE: f64 = 0.12;
+/// The non-urgent floor is at most this share of a learned capacity, so that in an urgent flood
+/// urgent requests get 95 % of what the service can do. (The original design's trickle in
+/// proportion, 30 of 250 requests per second, left them 88 % on services below 250 per second.)
+const FLOOR_SHARE: f64 = 0.05;
 
 /// While the service is saturated, a request waits for a token at most this share of the expected
 /// handler latency: a standing queue only makes every request old (CoDel's insight).
