@@ -22,9 +22,10 @@
 //! their reserve as far as the ceiling allows, unless urgent demand alone fills that level.
 //! 1. Hard ceilings, switch or not: memory at or above `max_memory_ratio` of the limit refuses at
 //!    once, until the next reading, or where requests declare their costs
-//!    ([`Request::with_cost`]) until the costs released since take memory below it. Below the *shared level* (the level non-urgent requests stop at, and the level at
-//!    which memory is projected to reach `memory_soft_ratio`) a request takes an in-flight slot
-//!    without being classified: one compare-and-swap.
+//!    ([`Request::with_cost`]) until the costs released since take memory below it. Below the
+//!    *shared level* (the level non-urgent requests stop at, and the level at which memory is
+//!    projected to reach `memory_soft_ratio`) a request takes an in-flight slot without being
+//!    classified: one compare-and-swap.
 //! 2. Above the shared level the request is classified. An urgent one may go up to the ceiling
 //!    (with a learned ceiling, a few requests above the shared level) and the level where memory
 //!    reaches its hard ceiling. A non-urgent one is refused, except between the memory marks, where

@@ -318,32 +318,21 @@ impl<C: Clock> Inner<C> {
                 .store(&BucketParams::with_burst(floor_rate, g.burst));
         }
         // The working level: requests enter below it without being classified, and non-urgent
-        // requests never above it.
-        let mut working = g
-            .max_in_flight
-            .clamp(learned.ceiling.unwrap_or(crate::capacity::START as u64))
-            .max(1);
-        // A fixed ceiling holds the service at `max_running` while the switch is on: above it, a
-        // queue would stand in front of the workers for as long as the flood lasts. Urgent
-        // requests keep their reserve above that level, up to the ceiling, unless their own
-        // demand fills it.
-        let held = match g.max_in_flight {
-            Limit::Fixed(max) if self.switch.load().on => {
-                working = working.min(m.thresholds.max_running).max(1);
-                max - working
-            }
-            _ => 0,
-        };
+        // requests never above it; with a fixed ceiling, also its urgent reserve above and below.
         let recent = m.urgent_known.then_some(m.urgent_recent);
-        let fixed_reserve = urgent_reserve(working, recent);
-        let fixed_headroom = if recent.is_some_and(|n| n < working as f64) {
-            fixed_reserve.min(held)
-        } else {
-            0
+        let (working, fixed_headroom, fixed_reserve) = match g.max_in_flight {
+            Limit::Fixed(max) => {
+                let on = self.switch.load().on;
+                fixed_levels(max, on, m.thresholds.max_running, recent)
+            }
+            Limit::Auto { .. } => {
+                let start = crate::capacity::START as u64;
+                let working = g.max_in_flight.clamp(learned.ceiling.unwrap_or(start));
+                (working.max(1), 0, 0)
+            }
         };
         // Urgent headroom above it (see `urgent_headroom`), one request in an urgent flood; with
-        // a fixed `max_in_flight`, the urgent reserve (see `urgent_reserve`), above a held level
-        // as far as the ceiling lets it and below it for the rest.
+        // a fixed `max_in_flight`, the part of its urgent reserve the ceiling leaves room for.
         // The non-urgent floor's own count in flight, at its rate (Little's law) and the service's
         // own latency, and room for its bursts: twice that, and two. At the latency of now the
         // room would grow with the very queue it lets in.
@@ -377,6 +366,7 @@ impl<C: Clock> Inner<C> {
             (fixed_headroom, 0)
         };
         hot.floor_credit.store(floor_credit, Ordering::Relaxed);
+        // (A fixed ceiling's headroom fits below it by construction.)
         let ceiling = g
             .max_in_flight
             .clamp(working.saturating_add(headroom))
@@ -388,7 +378,7 @@ impl<C: Clock> Inner<C> {
         // Non-urgent requests stop that much lower, so that under any ceiling the config sets a
         // ceiling refuses non-urgent work before urgent work.
         let reserve = match g.max_in_flight {
-            Limit::Fixed(_) => fixed_reserve - fixed_headroom,
+            Limit::Fixed(_) => fixed_reserve,
             Limit::Auto { .. } => working.saturating_add(headroom).saturating_sub(ceiling),
         };
         hot.max_in_flight.store(ceiling, Ordering::Relaxed);
@@ -471,7 +461,8 @@ impl<C: Clock> Inner<C> {
     ) {
         // With learned figures the ceiling holds the service at once; the switch (which only
         // sorts the classes) waits for the conditions to hold on a second tick, so that a burst
-        // at the usual load does not flip it, and turns off only after a second of calm.
+        // at the usual load does not flip it. With any config it turns off only after a second
+        // of calm.
         let hot_ticks = if learning { SWITCH_ON_TICKS } else { 1 };
         let calm_for = SWITCH_OFF_CALM;
         let calm_since = &mut pace.calm_since;
@@ -534,6 +525,23 @@ impl<C: Clock> Inner<C> {
             }
         }
     }
+}
+
+/// With a fixed `max_in_flight` of `max`: the working level, and the urgent reserve (see
+/// [`urgent_reserve`]) split into the headroom above it and the rest below it. While the switch
+/// is `on` the working level is `max_running`: a ceiling above it would let a queue stand in front
+/// of the workers for as long as the flood lasts. The reserve then goes above that level as far as
+/// the ceiling lets it, unless urgent demand (`recent`) alone fills it: urgent requests would only
+/// queue there.
+fn fixed_levels(max: u64, on: bool, max_running: u64, recent: Option<f64>) -> (u64, u64, u64) {
+    let working = if on { max.min(max_running) } else { max }.max(1);
+    let reserve = urgent_reserve(working, recent);
+    let above = if recent.is_some_and(|n| n < working as f64) {
+        reserve.min(max.saturating_sub(working))
+    } else {
+        0
+    };
+    (working, above, reserve - above)
 }
 
 /// The level non-urgent requests stop at. Urgent first: while urgent demand's count at the
