@@ -570,6 +570,8 @@ fn a_request_refused_for_its_declared_cost_after_drawing_a_token_is_counted_once
     let mut config = small_config();
     config.gate.max_qps = (1e6).into();
     config.gate.burst = Duration::from_secs(1);
+    // Nor does the in-flight level the switch holds.
+    config.gate.max_running = (1000).into();
     config.routes.default_urgency = Urgency::NonUrgent;
     let (gate, clock, memory) = gate_with(config);
     memory.set_used(500); // of 1000: room for 450 declared bytes below the ceiling (0.95)
@@ -1083,4 +1085,22 @@ fn while_the_switch_is_on_a_fixed_ceiling_holds_in_flight_at_max_running_non_urg
     assert!(!s.switch.on, "{s:?}");
     assert_eq!(s.limits.max_in_flight, 1000);
     drop(common::hold(&gate, &urgent, 200));
+}
+
+#[test]
+fn forcing_the_switch_on_holds_a_fixed_ceiling_at_max_running_at_once() {
+    let (gate, _clock, _) = gate_with(small_config());
+    assert_eq!(gate.snapshot().limits.max_in_flight, 1000);
+    gate.set_switch(SwitchMode::ForceOn);
+    assert_eq!(gate.snapshot().limits.max_in_flight, 5);
+    gate.set_switch(SwitchMode::ForceOff);
+    assert_eq!(gate.snapshot().limits.max_in_flight, 1000);
+}
+
+#[test]
+fn a_gate_built_with_the_switch_on_holds_a_fixed_ceiling_at_max_running_from_the_start() {
+    let mut config = small_config();
+    config.gate.switch = SwitchMode::ForceOn;
+    let (gate, _clock, _) = gate_with(config);
+    assert_eq!(gate.snapshot().limits.max_in_flight, 5);
 }

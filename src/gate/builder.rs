@@ -184,6 +184,11 @@ impl<C: Clock> GateBuilder<C> {
         inner.configure_turnstile(now);
         if inner.switch.load().on {
             inner.drain_buckets(now);
+            // A fixed ceiling is held at `max_running` from the start (see `Gate::set_switch`).
+            if !inner.settings.load().config.gate.max_in_flight.is_auto() {
+                let settings = inner.settings.load();
+                inner.apply_learned(&settings, &mut inner.monitor.lock());
+            }
         }
         Ok(Gate {
             inner: Arc::new(inner),

@@ -678,6 +678,13 @@ impl<C: Clock> Gate<C> {
         if !before.on && after.on {
             self.inner.drain_buckets(self.inner.clock.now());
         }
+        if before.on != after.on {
+            // The limits in force follow the switch (a fixed ceiling is held at `max_running`
+            // while it is on): put them in force now, not at the next tick.
+            let settings = self.inner.settings.load();
+            let mut monitor = self.inner.monitor.lock();
+            self.inner.apply_learned(&settings, &mut monitor);
+        }
     }
 
     /// Replaces the config atomically. Counters, in-flight requests, waiters and what the buckets have
