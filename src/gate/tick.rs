@@ -527,23 +527,6 @@ impl<C: Clock> Inner<C> {
     }
 }
 
-/// With a fixed `max_in_flight` of `max`: the working level, and the urgent reserve (see
-/// [`urgent_reserve`]) split into the headroom above it and the rest below it. While the switch
-/// is `on` the working level is `max_running`: a ceiling above it would let a queue stand in front
-/// of the workers for as long as the flood lasts. The reserve then goes above that level as far as
-/// the ceiling lets it, unless urgent demand (`recent`) alone fills it: urgent requests would only
-/// queue there.
-fn fixed_levels(max: u64, on: bool, max_running: u64, recent: Option<f64>) -> (u64, u64, u64) {
-    let working = if on { max.min(max_running) } else { max }.max(1);
-    let reserve = urgent_reserve(working, recent);
-    let above = if recent.is_some_and(|n| n < working as f64) {
-        reserve.min(max.saturating_sub(working))
-    } else {
-        0
-    };
-    (working, above, reserve - above)
-}
-
 /// The level non-urgent requests stop at. Urgent first: while urgent demand's count at the
 /// service's own latency fills the working level by itself (`flooded`, held briefly rather than at
 /// its peaks: once the flood ebbs, the floor alone would leave slots idle), none: non-urgent
