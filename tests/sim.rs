@@ -33,12 +33,14 @@ fn run_all(s: &Scenario) -> Report {
     }
 }
 
-/// [`run_all`] with another seed than the scenario's.
-fn run_seeded(s: &Scenario, seed: u64) -> Report {
-    match run_with_seed(s, &Config::default(), seed, &mut |_| {}) {
-        Ok(r) => r,
-        Err(e) => panic!("run with seed {seed} failed: {e}"),
-    }
+/// [`run_all`] on seeds 1 to 6 instead of the scenario's: each seed and its report.
+fn six_seeds(s: &Scenario) -> impl Iterator<Item = (u64, Report)> + '_ {
+    (1..=6).map(
+        |seed| match run_with_seed(s, &Config::default(), seed, &mut |_| {}) {
+            Ok(r) => (seed, r),
+            Err(e) => panic!("run with seed {seed} failed: {e}"),
+        },
+    )
 }
 
 fn by_name<'r>(report: &'r Report, name: &str) -> &'r StrategyReport {
@@ -294,8 +296,7 @@ duration = "30s"
 load = 0.6
 "#,
     );
-    for seed in 1..=6 {
-        let report = run_seeded(&s, seed);
+    for (seed, report) in six_seeds(&s) {
         let auto = by_name(&report, "sluicegate-auto");
         let on = auto.timeline.iter().filter(|t| t.switch_on).count();
         assert_eq!(on, 0, "seed {seed}: the switch was on in {on} slices");
@@ -331,8 +332,7 @@ duration = "10s"
 load = 4.0
 "#,
     );
-    for seed in 1..=6 {
-        let report = run_seeded(&s, seed);
+    for (seed, report) in six_seeds(&s) {
         let auto = by_name(&report, "sluicegate-auto").goodput_ratio;
         let told_w = by_name(&report, "concurrency-limit").goodput_ratio;
         assert!(
