@@ -366,12 +366,14 @@ impl<C: Clock> Inner<C> {
             (fixed_headroom, 0)
         };
         hot.floor_credit.store(floor_credit, Ordering::Relaxed);
-        // (A fixed ceiling's headroom fits below it by construction.)
-        let ceiling = g
-            .max_in_flight
-            .clamp(working.saturating_add(headroom))
-            .min(working.saturating_add(headroom))
-            .max(working);
+        let ceiling = match g.max_in_flight {
+            // `fixed_levels` keeps the headroom below the fixed number.
+            Limit::Fixed(_) => working.saturating_add(headroom),
+            Limit::Auto { .. } => g
+                .max_in_flight
+                .clamp(working.saturating_add(headroom))
+                .max(working),
+        };
         // Urgent room the ceiling in force leaves no other way: with a fixed ceiling the part of
         // its urgent reserve not above the working level; with a learned one held at its `max`
         // bound, the headroom the bound cut off.
