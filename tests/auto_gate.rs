@@ -730,7 +730,8 @@ fn non_urgent_requests_keep_their_floor_while_urgent_requests_flood() {
 
 #[test]
 fn in_an_urgent_flood_non_urgent_requests_get_their_floor_and_no_more() {
-    for flood in [1.5, 3.0] {
+    // 1.05×: urgent demand fills the knee but not the ceiling's margin above it.
+    for flood in [1.05, 1.5, 3.0] {
         // Non-urgent demand alone would fill the service too: only urgency decides who gets in.
         let (urgent, non_urgent, log) = mixed(flood * CAPACITY, CAPACITY);
         let floor = floor_over(&log, 5.0);

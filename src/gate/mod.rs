@@ -14,7 +14,7 @@
 //! non-urgent level as a queue of load U ÷ N; N/16 (at least 1) until urgent demand is measured;
 //! N − 1 once urgent demand alone fills the ceiling; never more than N − 1. A `max` bound that
 //! holds a learned ceiling lowers the non-urgent level by the headroom it cut off. With a learned
-//! ceiling, while urgent demand alone (urgent rate × base latency) fills the working level, the
+//! ceiling, while urgent demand alone (urgent rate × base latency) fills the knee, the
 //! non-urgent level is zero: non-urgent requests get their floor and nothing more.
 //! While the switch is on, a fixed `max_in_flight` holds the service at `max_running` (the level
 //! the config says it runs at; a ceiling above it lets a queue stand in front of the workers for
@@ -351,10 +351,10 @@ struct Monitor {
     /// latency.
     urgent_known: bool,
     /// Urgent requests in flight at the service's own latency (urgent rate × base latency, once
-    /// settled): whether urgent demand alone fills the working level, queue or no queue.
+    /// settled): whether urgent demand alone fills the knee, queue or no queue.
     urgent_fill: f64,
-    /// `urgent_fill` held for a tick or two only ([`briefly_held`]): while it fills the working
-    /// level, non-urgent requests get only their floor.
+    /// `urgent_fill` held for a tick or two only ([`briefly_held`]): while it fills the knee,
+    /// non-urgent requests get only their floor.
     urgent_flood: f64,
     /// Whether the config holds the in-flight ceiling below the learned one.
     ceiling_bounded: bool,

@@ -347,9 +347,11 @@ impl<C: Clock> Inner<C> {
         // Urgent demand's count in flight, and the share of the working level it leaves.
         let need = m.urgent_need.min(working as f64);
         let left = 1.0 - need / working as f64;
-        // Urgent demand floods the service once its count at the base latency fills the working
-        // level by itself.
-        let urgent_full = g.max_in_flight.is_auto() && m.urgent_fill >= working as f64;
+        // Urgent demand floods the service once its count at the base latency fills the knee by
+        // itself (the working level before a knee shows): past the knee its requests only queue,
+        // and on a service of one or two workers the working level is half as much again.
+        let full_at = learned.knee.map_or(working, |k| k.min(working)) as f64;
+        let urgent_full = g.max_in_flight.is_auto() && m.urgent_fill >= full_at;
         let (headroom, floor_credit) = if g.max_in_flight.is_auto() {
             let credit = (floor_room * left).ceil();
             let mixed = hot.implicit_urgency.load(Ordering::Relaxed) == NEEDS_SETTINGS;
@@ -395,7 +397,7 @@ impl<C: Clock> Inner<C> {
         };
         hot.floor_slots.store(floor_slots, Ordering::Relaxed);
         let soft = hot.memory_soft_cap.load(Ordering::Relaxed);
-        let flooded = g.max_in_flight.is_auto() && m.urgent_flood >= working as f64;
+        let flooded = g.max_in_flight.is_auto() && m.urgent_flood >= full_at;
         let non_urgent = non_urgent_level(working, reserve, flooded, urgent_full);
         hot.non_urgent_cap.store(non_urgent, Ordering::Relaxed);
         let before_token = match g.max_in_flight {
@@ -530,10 +532,10 @@ impl<C: Clock> Inner<C> {
 }
 
 /// The level non-urgent requests stop at. Urgent first: while urgent demand's count at the
-/// service's own latency fills the working level by itself (`flooded`, held briefly rather than at
-/// its peaks: once the flood ebbs, the floor alone would leave slots idle), none: non-urgent
-/// requests get their floor and nothing more. Short of that, once urgent demand alone filled the
-/// working level (`urgent_full`), a request below it, so that urgent ones keep a lead of two;
+/// service's own latency fills the knee by itself (`flooded`, held briefly rather than at its
+/// peaks: once the flood ebbs, the floor alone would leave slots idle), none: non-urgent requests
+/// get their floor and nothing more. Short of that, once urgent demand alone filled the knee
+/// (`urgent_full`), a request below the working level, so that urgent ones keep a lead of two;
 /// otherwise the working level. Less the urgent `reserve` a ceiling the config holds leaves.
 fn non_urgent_level(working: u64, reserve: u64, flooded: bool, urgent_full: bool) -> u64 {
     if flooded {
