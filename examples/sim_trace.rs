@@ -15,41 +15,25 @@ use std::process::ExitCode;
 
 use sluicegate::clock::{Clock, ManualClock, Nanos};
 use sluicegate::sim::{
-    family, grid, run_strategy, simulated_gate, AttemptId, BackendView, Offer, Scenario,
-    SharedMemory, Sluicegate, Strategy,
+    family, grid, run_strategy, simulated_gate, Offer, Scenario, SharedMemory, Sluicegate, Watch,
+    Watched,
 };
 use sluicegate::{Config, Gate};
 
 struct Traced<'g> {
-    inner: Sluicegate<'g>,
     gate: &'g Gate<ManualClock>,
     clock: ManualClock,
     window: (f64, f64),
     urgent_refused: u64,
 }
 
-impl Strategy for Traced<'_> {
-    fn offer(&mut self, id: AttemptId, urgent: bool, now: Nanos, b: &BackendView) -> Offer {
-        let offer = self.inner.offer(id, urgent, now, b);
+impl Watch for Traced<'_> {
+    fn offered(&mut self, urgent: bool, offer: &Offer) {
         if urgent && matches!(offer, Offer::Refuse { .. }) {
             self.urgent_refused += 1;
         }
-        offer
     }
-    fn ready(&mut self, id: AttemptId, now: Nanos, b: &BackendView) -> Offer {
-        self.inner.ready(id, now, b)
-    }
-    fn abandon(&mut self, id: AttemptId, now: Nanos) {
-        self.inner.abandon(id, now)
-    }
-    fn complete(&mut self, id: AttemptId, now: Nanos, ok: bool) {
-        self.inner.complete(id, now, ok)
-    }
-    fn timer(&mut self, now: Nanos, b: &BackendView) -> Option<Nanos> {
-        self.inner.timer(now, b)
-    }
-    fn switch_on(&mut self, now: Nanos) -> bool {
-        let on = self.inner.switch_on(now);
+    fn slice(&mut self, _now: Nanos, on: bool) {
         let t = self.clock.now() as f64 / 1e9;
         if t >= self.window.0 && t <= self.window.1 {
             let s = self.gate.snapshot();
@@ -74,10 +58,6 @@ impl Strategy for Traced<'_> {
             );
             self.urgent_refused = 0;
         }
-        on
-    }
-    fn switch_flips(&mut self) -> u64 {
-        self.inner.switch_flips()
     }
 }
 
@@ -124,13 +104,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut s = Traced {
-        inner: Sluicegate::new(&gate, clock.clone(), memory),
+    let traced = Traced {
         gate: &gate,
-        clock,
+        clock: clock.clone(),
         window: (num(window_at, 0.0), num(window_at + 1, f64::INFINITY)),
         urgent_refused: 0,
     };
+    let mut s = Watched::new(Sluicegate::new(&gate, clock, memory), traced);
     let r = run_strategy(&scenario, seed, "sluicegate-auto", &mut s, &mut |_| {});
     println!("goodput ratio {:.3}", r.goodput_ratio);
     ExitCode::SUCCESS

@@ -13,12 +13,13 @@
 //!   between random arrivals (`ceiling_for`). Before, a slow start: from `START` requests,
 //!   `GROWTH` more for each request that came back at base latency while the ceiling turned
 //!   requests away, never past twice the highest level seen answered at base latency (or, from
-//!   one answer under half the base latency, two thirds of its level). A cold gate
+//!   one answer back in x under half the base latency, its level ÷ (1 + x ÷ s0)). A cold gate
 //!   protects from its first request; a knee that stops showing while the ceiling binds resumes
 //!   the slow start.
 //!
 //! It cannot run away: the ceiling grows only on answers at base latency, and only to twice a
-//! level that was seen answered at base latency. A service that gets slower shows its knee
+//! level that was seen answered at base latency (on heavy-tailed services, a level up to a few
+//! times W: the base is measured on the same requests). A service that gets slower shows its knee
 //! lower within `bands::KEEP` samples of a band; one that gets faster stops showing it, and the
 //! slow start finds the new one. `docs/design/capacity.md` has the reasoning and the experiments.
 
@@ -55,11 +56,10 @@ pub(crate) const BINDING_LATENCIES: f64 = 2.0;
 pub(crate) const SCALE_WEIGHT: f64 = 1.0 / 64.0;
 /// Samples a band needs before the fit leaves out the bands with fewer: eight, enough for a mean.
 pub(crate) const BAND_SAMPLES: f64 = 8.0;
-/// An answer this much quicker than the base latency waited behind less than this share of a
-/// base latency: behind W workers, only requests admitted below 1.5 W can come back so quick.
+/// An answer back within this share of the base latency waited less than its own latency `x`:
+/// behind W workers, only a request admitted below (1 + x ÷ s0) · W comes back so quick, so its
+/// level ÷ (1 + x ÷ s0) is a level with no queue. Slower answers bound too little to be worth it.
 pub(crate) const QUICK: f64 = 0.5;
-/// ...so the highest level a quick answer came from, divided by this, is a level with no queue.
-pub(crate) const QUICK_REACH: f64 = 1.0 + QUICK;
 
 /// The ceiling for a knee at `k`: [`KNEE_MARGIN`] above it plus the √k ÷ 2 that keeps k workers
 /// busy between Poisson arrivals, and at least one above it.
@@ -178,8 +178,8 @@ impl Estimator {
             }
             // A quick answer shows room as soon as it is back, without waiting for its cohort:
             // a queue delays the quickest answers too.
-            if self.s0.is_some_and(|s0| lat <= QUICK * s0) {
-                self.verified = self.verified.max(f64::from(s.level) / QUICK_REACH);
+            if let Some(s0) = self.s0.filter(|s0| lat <= QUICK * s0) {
+                self.verified = self.verified.max(f64::from(s.level) / (1.0 + lat / s0));
             }
         }
         let horizon = (self.scale > 0.0).then_some((cohort::HORIZON * self.scale) as Nanos);

@@ -103,7 +103,7 @@ pub use scenario::{
 };
 pub use strategy::{
     simulated_gate, AttemptId, BackendView, ConcurrencyLimit, Offer, SharedMemory, Sluicegate,
-    Strategy, TokenBucket, Unprotected,
+    Strategy, TokenBucket, Unprotected, Watch, Watched,
 };
 
 use crate::clock::ManualClock;

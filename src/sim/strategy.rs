@@ -140,6 +140,84 @@ pub trait Strategy {
     }
 }
 
+/// What a [`Watched`] strategy reports as the run goes. Both methods do nothing by default; a
+/// closure `FnMut(Nanos, bool)` is a `Watch` of the slices alone.
+pub trait Watch {
+    /// The strategy decided `offer` about a new attempt (`urgent` or not).
+    fn offered(&mut self, urgent: bool, offer: &Offer) {
+        let _ = (urgent, offer);
+    }
+
+    /// The end of a 100 ms slice at `now`, with the switch `on` or not.
+    fn slice(&mut self, now: Nanos, on: bool) {
+        let _ = (now, on);
+    }
+}
+
+impl<F: FnMut(Nanos, bool)> Watch for F {
+    fn slice(&mut self, now: Nanos, on: bool) {
+        self(now, on)
+    }
+}
+
+/// Another strategy, watched: every call goes to `inner`, and `watch` hears of every new
+/// attempt's decision and of the end of every 100 ms slice, to read what the strategy holds then
+/// (a gate's [`Snapshot`](crate::Snapshot), say) as the run goes.
+///
+/// ```
+/// use sluicegate::sim::{run_strategy, Scenario, Unprotected, Watched};
+///
+/// let scenario = Scenario::builtin("flash-crowd").expect("a built-in scenario");
+/// let mut slices = 0;
+/// let mut watched = Watched::new(Unprotected, |_now, _on| slices += 1);
+/// run_strategy(&scenario, 1, "unprotected", &mut watched, &mut |_| {});
+/// drop(watched);
+/// assert!(slices > 0);
+/// ```
+#[derive(Debug)]
+pub struct Watched<S, W> {
+    inner: S,
+    watch: W,
+}
+
+impl<S: Strategy, W: Watch> Watched<S, W> {
+    /// `inner`, reported to `watch`.
+    pub fn new(inner: S, watch: W) -> Self {
+        Watched { inner, watch }
+    }
+}
+
+impl<S: Strategy, W: Watch> Strategy for Watched<S, W> {
+    fn payload(&mut self, id: AttemptId, bytes: u64) {
+        self.inner.payload(id, bytes)
+    }
+    fn offer(&mut self, id: AttemptId, urgent: bool, now: Nanos, backend: &BackendView) -> Offer {
+        let offer = self.inner.offer(id, urgent, now, backend);
+        self.watch.offered(urgent, &offer);
+        offer
+    }
+    fn ready(&mut self, id: AttemptId, now: Nanos, backend: &BackendView) -> Offer {
+        self.inner.ready(id, now, backend)
+    }
+    fn abandon(&mut self, id: AttemptId, now: Nanos) {
+        self.inner.abandon(id, now)
+    }
+    fn complete(&mut self, id: AttemptId, now: Nanos, ok: bool) {
+        self.inner.complete(id, now, ok)
+    }
+    fn timer(&mut self, now: Nanos, backend: &BackendView) -> Option<Nanos> {
+        self.inner.timer(now, backend)
+    }
+    fn switch_on(&mut self, now: Nanos) -> bool {
+        let on = self.inner.switch_on(now);
+        self.watch.slice(now, on);
+        on
+    }
+    fn switch_flips(&mut self) -> u64 {
+        self.inner.switch_flips()
+    }
+}
+
 /// No protection: everything goes to the backend.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Unprotected;

@@ -1,0 +1,75 @@
+//! The slow start of a gate started cold into a flood, on the simulator's random family of
+//! services: until a knee shows, the learned ceiling stays within a small multiple of the workers
+//! (or of the eight requests a cold gate starts from), whatever the spread of their service times.
+//! It grows only to twice a level seen answered without a queue; a heavy-tailed service can show
+//! a level above its workers as such (up to 2.3 × max(W, 8) on a sample of 48 cold draws), never the
+//! shipped ceiling of 1,000 on a service of four.
+#![cfg(feature = "sim")]
+
+use sluicegate::clock::ManualClock;
+use sluicegate::sim::family::{draw, Draw};
+use sluicegate::sim::{
+    run_strategy, simulated_gate, Distribution, SharedMemory, Sluicegate, Watched,
+};
+use sluicegate::Config;
+
+/// The ceiling a cold gate starts from.
+const START: u64 = 8;
+/// The multiple of max(W, START) the slow start stays within: twice a verified level, and a
+/// verified level at most 2.5 × W.
+const MOST: u64 = 5;
+/// Requests a draw may offer in all, so that the test runs in seconds in release.
+const AFFORDABLE: f64 = 200_000.0;
+
+/// The highest learned ceiling of `sluicegate-auto` on `d` before a knee showed.
+fn highest_unconfirmed_ceiling(d: &Draw) -> u64 {
+    let scenario = d.scenario();
+    let clock = ManualClock::new();
+    let memory = SharedMemory::new(scenario.backend.memory_base, scenario.backend.memory_limit);
+    let gate = match simulated_gate(Config::default(), &clock, &memory) {
+        Ok(g) => g,
+        Err(e) => panic!("the default config builds a gate: {e}"),
+    };
+    let mut highest = 0;
+    let mut watched = Watched::new(Sluicegate::new(&gate, clock, memory), |_, _| {
+        let learned = gate.snapshot().learned;
+        if !learned.confirmed {
+            highest = highest.max(learned.ceiling.unwrap_or(0));
+        }
+    });
+    run_strategy(
+        &scenario,
+        d.scenario_seed(),
+        "sluicegate-auto",
+        &mut watched,
+        &mut |_| {},
+    );
+    drop(watched);
+    highest
+}
+
+#[test]
+#[ignore = "48 family draws (seconds in release)"]
+fn started_cold_the_slow_start_stays_within_five_times_the_workers_before_a_knee_shows() {
+    let cold: Vec<Draw> = (1..=8)
+        .flat_map(|seed| (0..400).map(move |i| draw(seed, i)))
+        .filter(|d| {
+            d.is_cold()
+                && d.distribution != Distribution::Constant
+                && d.flood_arrivals() <= AFFORDABLE
+        })
+        .take(48)
+        .collect();
+    assert_eq!(cold.len(), 48, "48 cold draws of spread service times");
+    for d in &cold {
+        let highest = highest_unconfirmed_ceiling(d);
+        let bound = MOST * u64::from(d.workers).max(START);
+        assert!(
+            highest <= bound,
+            "W {} S {:?} {:?}: ceiling {highest} before a knee showed, bound {bound}",
+            d.workers,
+            d.service_time,
+            d.distribution
+        );
+    }
+}
