@@ -1,6 +1,6 @@
 //! The family's report in plain text: one row per draw, then the distribution of the goodput
-//! ratio, every family bar with its counts, and the ten worst draws with the command that reruns
-//! each alone.
+//! ratio, the goodput bar by kind of service (workers, warm or cold), every family bar with its
+//! counts, and the ten worst draws with the command that reruns each alone.
 //!
 //! # What it decides, and why
 //! Only what to show and how: the figures come from [`super::bars`]. A draw's row carries what
@@ -245,6 +245,7 @@ pub fn summary(results: &[DrawResult], bars: &FamilyBars) -> String {
         .filter(|d| d.failed().next().is_none())
         .count();
     let _ = writeln!(out, "  draws meeting every bar: {clean} of {n}");
+    out.push_str(&by_kind(results, bars));
     let _ = writeln!(out, "\nfamily bars ({}):", bars.subject);
     for bar in &bars.family {
         let _ = writeln!(out, "{bar}");
@@ -281,6 +282,56 @@ pub fn summary(results: &[DrawResult], bars: &FamilyBars) -> String {
         "#", "ratio", "W", "S", "dist", "load", "urgent", "warm-up", "failed", "rerun",
     ];
     out.push_str(&aligned(&header, &rows, &[4, 6, 7, 8, 9]));
+    out
+}
+
+/// Upper bounds of the worker classes [`by_kind`] counts by, and their labels.
+const WORKER_CLASSES: [(u32, &str); 4] = [
+    (3, "1-3"),
+    (30, "4-30"),
+    (300, "31-300"),
+    (u32::MAX, "301+"),
+];
+
+/// The goodput bar by kind of service: per class of workers, warm and cold (no warm-up), the
+/// draws at the bar of those drawn, so that a miss shows whom it concerns.
+fn by_kind(results: &[DrawResult], bars: &FamilyBars) -> String {
+    // [class][warm, cold] = (at the bar, drawn)
+    let mut counts = [[(0usize, 0usize); 2]; WORKER_CLASSES.len()];
+    for b in &bars.draws {
+        let Some(d) = results
+            .iter()
+            .find(|r| r.draw.index == b.index)
+            .map(|r| &r.draw)
+        else {
+            continue;
+        };
+        let class = WORKER_CLASSES
+            .iter()
+            .position(|&(most, _)| d.workers <= most)
+            .unwrap_or(WORKER_CLASSES.len() - 1);
+        let cell = &mut counts[class][usize::from(d.is_cold())];
+        cell.1 += 1;
+        cell.0 += usize::from(b.ratio >= GOODPUT_RATIO);
+    }
+    let cell = |(at, of): (usize, usize)| {
+        if of == 0 {
+            "-".to_owned()
+        } else {
+            format!("{at} of {of}")
+        }
+    };
+    let rows: Vec<Vec<String>> = WORKER_CLASSES
+        .iter()
+        .zip(counts)
+        .map(|(&(_, label), [warm, cold])| vec![label.to_owned(), cell(warm), cell(cold)])
+        .collect();
+    let mut out = format!(
+        "
+draws with ratio >= {GOODPUT_RATIO} by kind of service:
+"
+    );
+    out.push_str(&aligned(&["workers", "warm", "cold"], &rows, &[0]));
     out
 }
 
