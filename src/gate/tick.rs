@@ -150,23 +150,7 @@ impl<C: Clock> Inner<C> {
                 refused,
             );
             m.learned = learned;
-            let urgent = totals
-                .classified_urgent
-                .saturating_sub(last.classified_urgent);
-            let classified = urgent
-                + totals
-                    .classified_non_urgent
-                    .saturating_sub(last.classified_non_urgent);
-            if classified > 0 {
-                let urgent_rate = figures.offered_rate * (urgent as f64 / classified as f64);
-                let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
-                m.urgent_need = peak_held(urgent_rate * latency, m.urgent_need);
-                m.urgent_recent = briefly_held(urgent_rate * latency, m.urgent_recent);
-                m.urgent_known |= latency > 0.0;
-                let own = m.estimator.base_latency().map_or(latency, |b| b / 1e9);
-                m.urgent_fill = peak_held(urgent_rate * own, m.urgent_fill);
-                m.urgent_flood = briefly_held(urgent_rate * own, m.urgent_flood);
-            }
+            measure_urgent(m, figures.offered_rate, &totals, &last);
             m.last_tick = now;
             m.last_totals = totals;
             self.fit_memory(m, self.turnstile.current(), &settings);
@@ -302,21 +286,30 @@ impl<C: Clock> Inner<C> {
         }
     }
 
+    /// The switch's thresholds and the rates from the learned figures: the whole gate's rate
+    /// where `max_qps` is learned, and the non-urgent floor's. Returns the floor's rate.
+    fn apply_rates(&self, settings: &Settings, m: &mut Monitor) -> f64 {
+        let g = &settings.config.gate;
+        m.thresholds =
+            Self::learned_thresholds(g, &m.learned, Thresholds::unlearned(&settings.config));
+        if g.max_qps.is_auto() {
+            self.hot.set_whole_rate(m.thresholds.whole_rate, g.burst);
+        }
+        let floor_rate = Self::floor_rate(g, &m.learned);
+        if floor_rate < g.non_urgent_qps || self.hot.learning.load(Ordering::Relaxed) {
+            self.hot
+                .non_urgent_bucket
+                .store(&BucketParams::with_burst(floor_rate, g.burst));
+        }
+        floor_rate
+    }
+
     /// Turns the learned figures into the limits in force (fixed values win; bounds apply).
     pub(super) fn apply_learned(&self, settings: &Settings, m: &mut Monitor) {
         let g = &settings.config.gate;
         let learned = m.learned;
         let hot = &self.hot;
-        m.thresholds =
-            Self::learned_thresholds(g, &learned, Thresholds::unlearned(&settings.config));
-        if g.max_qps.is_auto() {
-            hot.set_whole_rate(m.thresholds.whole_rate, g.burst);
-        }
-        let floor_rate = Self::floor_rate(g, &learned);
-        if floor_rate < g.non_urgent_qps || hot.learning.load(Ordering::Relaxed) {
-            hot.non_urgent_bucket
-                .store(&BucketParams::with_burst(floor_rate, g.burst));
-        }
+        let floor_rate = self.apply_rates(settings, m);
         // The working level: requests enter below it without being classified, and non-urgent
         // requests never above it; with a fixed ceiling, also its urgent reserve above and below.
         let recent = m.urgent_known.then_some(m.urgent_recent);
@@ -529,6 +522,30 @@ impl<C: Clock> Inner<C> {
             }
         }
     }
+}
+
+/// Urgent demand over the tick, from the share of urgent requests among those classified since
+/// `last` and the `offered` rate: its count in flight at the latency of now and at the service's
+/// own, each held at its peaks and briefly (see `peak_held` and `briefly_held`).
+fn measure_urgent(m: &mut Monitor, offered: f64, totals: &Counters, last: &Counters) {
+    let urgent = totals
+        .classified_urgent
+        .saturating_sub(last.classified_urgent);
+    let classified = urgent
+        + totals
+            .classified_non_urgent
+            .saturating_sub(last.classified_non_urgent);
+    if classified == 0 {
+        return;
+    }
+    let urgent_rate = offered * (urgent as f64 / classified as f64);
+    let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
+    m.urgent_need = peak_held(urgent_rate * latency, m.urgent_need);
+    m.urgent_recent = briefly_held(urgent_rate * latency, m.urgent_recent);
+    m.urgent_known |= latency > 0.0;
+    let own = m.estimator.base_latency().map_or(latency, |b| b / 1e9);
+    m.urgent_fill = peak_held(urgent_rate * own, m.urgent_fill);
+    m.urgent_flood = briefly_held(urgent_rate * own, m.urgent_flood);
 }
 
 /// The level non-urgent requests stop at. Urgent first: while urgent demand's count at the
