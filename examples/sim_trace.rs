@@ -13,28 +13,27 @@
 
 use std::process::ExitCode;
 
-use sluicegate::clock::{Clock, ManualClock, Nanos};
+use sluicegate::clock::{ManualClock, Nanos};
 use sluicegate::sim::{
-    family, grid, run_strategy, simulated_gate, Offer, Scenario, SharedMemory, Sluicegate, Watch,
-    Watched,
+    family, grid, run_strategy, simulated_gate, AttemptId, Offer, Scenario, SharedMemory,
+    Sluicegate, Watch, Watched,
 };
 use sluicegate::{Config, Gate};
 
 struct Traced<'g> {
     gate: &'g Gate<ManualClock>,
-    clock: ManualClock,
     window: (f64, f64),
     urgent_refused: u64,
 }
 
 impl Watch for Traced<'_> {
-    fn offered(&mut self, urgent: bool, offer: &Offer) {
+    fn offered(&mut self, _id: AttemptId, urgent: bool, _now: Nanos, offer: &Offer) {
         if urgent && matches!(offer, Offer::Refuse { .. }) {
             self.urgent_refused += 1;
         }
     }
-    fn slice(&mut self, _now: Nanos, on: bool) {
-        let t = self.clock.now() as f64 / 1e9;
+    fn slice(&mut self, now: Nanos, on: bool) {
+        let t = now as f64 / 1e9;
         if t >= self.window.0 && t <= self.window.1 {
             let s = self.gate.snapshot();
             let l = s.learned;
@@ -106,7 +105,6 @@ fn main() -> ExitCode {
     };
     let traced = Traced {
         gate: &gate,
-        clock: clock.clone(),
         window: (num(window_at, 0.0), num(window_at + 1, f64::INFINITY)),
         urgent_refused: 0,
     };

@@ -140,12 +140,28 @@ pub trait Strategy {
     }
 }
 
-/// What a [`Watched`] strategy reports as the run goes. Both methods do nothing by default; a
-/// closure `FnMut(Nanos, bool)` is a `Watch` of the slices alone.
+/// What a [`Watched`] strategy reports as the run goes: each hook hears of one call after the
+/// strategy has answered it. Every hook does nothing by default; a closure `FnMut(Nanos, bool)`
+/// is a `Watch` of the slices alone.
 pub trait Watch {
-    /// The strategy decided `offer` about a new attempt (`urgent` or not).
-    fn offered(&mut self, urgent: bool, offer: &Offer) {
-        let _ = (urgent, offer);
+    /// The strategy decided `offer` about attempt `id`, new at `now` (`urgent` or not).
+    fn offered(&mut self, id: AttemptId, urgent: bool, now: Nanos, offer: &Offer) {
+        let _ = (id, urgent, now, offer);
+    }
+
+    /// The strategy decided `offer` again about attempt `id`, told to wait before.
+    fn readied(&mut self, id: AttemptId, offer: &Offer) {
+        let _ = (id, offer);
+    }
+
+    /// The client of waiting attempt `id` gave up.
+    fn abandoned(&mut self, id: AttemptId) {
+        let _ = id;
+    }
+
+    /// The backend answered attempt `id`; `ok` is whether its client was still waiting.
+    fn completed(&mut self, id: AttemptId, ok: bool) {
+        let _ = (id, ok);
     }
 
     /// The end of a 100 ms slice at `now`, with the switch `on` or not.
@@ -160,9 +176,9 @@ impl<F: FnMut(Nanos, bool)> Watch for F {
     }
 }
 
-/// Another strategy, watched: every call goes to `inner`, and `watch` hears of every new
-/// attempt's decision and of the end of every 100 ms slice, to read what the strategy holds then
-/// (a gate's [`Snapshot`](crate::Snapshot), say) as the run goes.
+/// Another strategy, watched: every call goes to `inner` unchanged, and `watch` hears of each
+/// decision, answer and slice (see [`Watch`]), to count what happened or to read what the
+/// strategy holds then (a gate's [`Snapshot`](crate::Snapshot), say) as the run goes.
 ///
 /// ```
 /// use sluicegate::sim::{run_strategy, Scenario, Unprotected, Watched};
@@ -185,6 +201,11 @@ impl<S: Strategy, W: Watch> Watched<S, W> {
     pub fn new(inner: S, watch: W) -> Self {
         Watched { inner, watch }
     }
+
+    /// The watch, once the run is over.
+    pub fn into_watch(self) -> W {
+        self.watch
+    }
 }
 
 impl<S: Strategy, W: Watch> Strategy for Watched<S, W> {
@@ -193,17 +214,21 @@ impl<S: Strategy, W: Watch> Strategy for Watched<S, W> {
     }
     fn offer(&mut self, id: AttemptId, urgent: bool, now: Nanos, backend: &BackendView) -> Offer {
         let offer = self.inner.offer(id, urgent, now, backend);
-        self.watch.offered(urgent, &offer);
+        self.watch.offered(id, urgent, now, &offer);
         offer
     }
     fn ready(&mut self, id: AttemptId, now: Nanos, backend: &BackendView) -> Offer {
-        self.inner.ready(id, now, backend)
+        let offer = self.inner.ready(id, now, backend);
+        self.watch.readied(id, &offer);
+        offer
     }
     fn abandon(&mut self, id: AttemptId, now: Nanos) {
-        self.inner.abandon(id, now)
+        self.inner.abandon(id, now);
+        self.watch.abandoned(id);
     }
     fn complete(&mut self, id: AttemptId, now: Nanos, ok: bool) {
-        self.inner.complete(id, now, ok)
+        self.inner.complete(id, now, ok);
+        self.watch.completed(id, ok);
     }
     fn timer(&mut self, now: Nanos, backend: &BackendView) -> Option<Nanos> {
         self.inner.timer(now, backend)
@@ -215,6 +240,34 @@ impl<S: Strategy, W: Watch> Strategy for Watched<S, W> {
     }
     fn switch_flips(&mut self) -> u64 {
         self.inner.switch_flips()
+    }
+}
+
+/// A strategy borrowed is the strategy: a [`Watched`] can wrap one it does not own.
+impl<S: Strategy + ?Sized> Strategy for &mut S {
+    fn payload(&mut self, id: AttemptId, bytes: u64) {
+        (**self).payload(id, bytes)
+    }
+    fn offer(&mut self, id: AttemptId, urgent: bool, now: Nanos, backend: &BackendView) -> Offer {
+        (**self).offer(id, urgent, now, backend)
+    }
+    fn ready(&mut self, id: AttemptId, now: Nanos, backend: &BackendView) -> Offer {
+        (**self).ready(id, now, backend)
+    }
+    fn abandon(&mut self, id: AttemptId, now: Nanos) {
+        (**self).abandon(id, now)
+    }
+    fn complete(&mut self, id: AttemptId, now: Nanos, ok: bool) {
+        (**self).complete(id, now, ok)
+    }
+    fn timer(&mut self, now: Nanos, backend: &BackendView) -> Option<Nanos> {
+        (**self).timer(now, backend)
+    }
+    fn switch_on(&mut self, now: Nanos) -> bool {
+        (**self).switch_on(now)
+    }
+    fn switch_flips(&mut self) -> u64 {
+        (**self).switch_flips()
     }
 }
 

@@ -49,8 +49,8 @@ use super::metrics::{Report, StrategyReport, SLICE_MS};
 use super::run_strategy;
 use super::scenario::Scenario;
 use super::strategy::{
-    simulated_gate, AttemptId, BackendView, ConcurrencyLimit, IdMap, Offer, SharedMemory,
-    Sluicegate, Strategy, Unprotected,
+    simulated_gate, AttemptId, ConcurrencyLimit, IdMap, Offer, SharedMemory, Sluicegate, Strategy,
+    Unprotected, Watch, Watched,
 };
 use crate::clock::{ManualClock, Nanos};
 use crate::config::Config;
@@ -146,10 +146,10 @@ impl DrawResult {
     }
 }
 
-/// Stands between the engine and a strategy, passing every call through unchanged, and counts
-/// each request in the slice it arrived in: offered, and answered in time (the engine's `ok`).
-struct Recorder<'s> {
-    inner: &'s mut dyn Strategy,
+/// Counts each request in the slice it arrived in: offered, and answered in time (the engine's
+/// `ok`). It watches a strategy ([`Watched`]), so the strategy's calls pass through unchanged.
+#[derive(Default)]
+struct Recorder {
     /// Admitted or waiting attempts: their arrival slice and class.
     pending: IdMap<(usize, bool)>,
     slices: Vec<ArrivalSlice>,
@@ -158,15 +158,7 @@ struct Recorder<'s> {
 /// Nanoseconds in a timeline slice.
 const SLICE_NANOS: Nanos = SLICE_MS * 1_000_000;
 
-impl<'s> Recorder<'s> {
-    fn new(inner: &'s mut dyn Strategy) -> Self {
-        Recorder {
-            inner,
-            pending: IdMap::default(),
-            slices: Vec::new(),
-        }
-    }
-
+impl Recorder {
     fn slice(&mut self, index: usize) -> &mut ArrivalSlice {
         if self.slices.len() <= index {
             self.slices.resize(index + 1, ArrivalSlice::default());
@@ -175,12 +167,8 @@ impl<'s> Recorder<'s> {
     }
 }
 
-impl Strategy for Recorder<'_> {
-    fn payload(&mut self, id: AttemptId, bytes: u64) {
-        self.inner.payload(id, bytes);
-    }
-
-    fn offer(&mut self, id: AttemptId, urgent: bool, now: Nanos, backend: &BackendView) -> Offer {
+impl Watch for Recorder {
+    fn offered(&mut self, id: AttemptId, urgent: bool, now: Nanos, offer: &Offer) {
         let index = usize::try_from(now / SLICE_NANOS).unwrap_or(usize::MAX - 1);
         let slice = self.slice(index);
         if urgent {
@@ -188,27 +176,22 @@ impl Strategy for Recorder<'_> {
         } else {
             slice.offered_non_urgent += 1;
         }
-        let offer = self.inner.offer(id, urgent, now, backend);
         if !matches!(offer, Offer::Refuse { .. }) {
             self.pending.insert(id, (index, urgent));
         }
-        offer
     }
 
-    fn ready(&mut self, id: AttemptId, now: Nanos, backend: &BackendView) -> Offer {
-        let offer = self.inner.ready(id, now, backend);
+    fn readied(&mut self, id: AttemptId, offer: &Offer) {
         if matches!(offer, Offer::Refuse { .. }) {
             self.pending.remove(&id);
         }
-        offer
     }
 
-    fn abandon(&mut self, id: AttemptId, now: Nanos) {
+    fn abandoned(&mut self, id: AttemptId) {
         self.pending.remove(&id);
-        self.inner.abandon(id, now);
     }
 
-    fn complete(&mut self, id: AttemptId, now: Nanos, ok: bool) {
+    fn completed(&mut self, id: AttemptId, ok: bool) {
         if let Some((index, urgent)) = self.pending.remove(&id) {
             if ok {
                 let slice = self.slice(index);
@@ -219,19 +202,6 @@ impl Strategy for Recorder<'_> {
                 }
             }
         }
-        self.inner.complete(id, now, ok);
-    }
-
-    fn timer(&mut self, now: Nanos, backend: &BackendView) -> Option<Nanos> {
-        self.inner.timer(now, backend)
-    }
-
-    fn switch_on(&mut self, now: Nanos) -> bool {
-        self.inner.switch_on(now)
-    }
-
-    fn switch_flips(&mut self) -> u64 {
-        self.inner.switch_flips()
     }
 }
 
@@ -243,11 +213,11 @@ fn recorded(
     name: &str,
     strategy: &mut dyn Strategy,
 ) -> StrategyRun {
-    let mut recorder = Recorder::new(strategy);
-    let report = run_strategy(scenario, seed, name, &mut recorder, &mut |_| {});
+    let mut recorded = Watched::new(strategy, Recorder::default());
+    let report = run_strategy(scenario, seed, name, &mut recorded, &mut |_| {});
     StrategyRun {
         report,
-        by_arrival: recorder.slices,
+        by_arrival: recorded.into_watch().slices,
     }
 }
 
