@@ -186,8 +186,7 @@ impl<C: Clock> GateBuilder<C> {
             inner.drain_buckets(now);
             // A fixed ceiling is held at `max_running` from the start (see `Gate::set_switch`).
             if !inner.settings.load().config.gate.max_in_flight.is_auto() {
-                let settings = inner.settings.load();
-                inner.apply_learned(&settings, &mut inner.monitor.lock());
+                inner.apply_now();
             }
         }
         Ok(Gate {

@@ -611,10 +611,8 @@ impl<C: Clock> Gate<C> {
         }
         if before.on != after.on {
             // The limits in force follow the switch (a fixed ceiling is held at `max_running`
-            // while it is on): put them in force now, not at the next tick.
-            let settings = self.inner.settings.load();
-            let mut monitor = self.inner.monitor.lock();
-            self.inner.apply_learned(&settings, &mut monitor);
+            // while it is on).
+            self.inner.apply_now();
         }
     }
 

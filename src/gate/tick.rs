@@ -304,6 +304,13 @@ impl<C: Clock> Inner<C> {
         floor_rate
     }
 
+    /// [`Inner::apply_learned`] outside a tick: the limits in force follow the config, the
+    /// switch and what is learned now, not at the next tick.
+    pub(super) fn apply_now(&self) {
+        let settings = self.settings.load();
+        self.apply_learned(&settings, &mut self.monitor.lock());
+    }
+
     /// Turns the learned figures into the limits in force (fixed values win; bounds apply).
     pub(super) fn apply_learned(&self, settings: &Settings, m: &mut Monitor) {
         let g = &settings.config.gate;
