@@ -751,7 +751,10 @@ fn the_report_lists_every_draw_the_summary_the_bars_and_the_worst_draws() {
     }
     // By kind of service: all twelve draws are warm and have ten workers.
     assert!(text.contains("draws with ratio >= 0.9 by kind of service:"));
-    let kind = |label: &str| text.lines().find(|l| l.starts_with(label)).unwrap_or("");
+    let kind = |label: &str| {
+        let row = text.lines().find(|l| l.starts_with(label));
+        row.unwrap_or_else(|| panic!("no row {label:?} in\n{text}"))
+    };
     assert!(kind("4-30 ").contains("4 of 12") && kind("4-30 ").ends_with('-'));
     assert!(kind("1-3 ").split_whitespace().skip(1).all(|c| c == "-"));
     // A row per draw, and only the ten worst in the list (draws 10 and 11 are the best).

@@ -838,9 +838,9 @@ fn below_capacity_a_warm_auto_gate_turns_nobody_away_on_a_slow_spread_out_backen
 }
 
 /// On the slow, widely spread backend in overload, the auto gate answers at least 0.9 of what a
-/// static limit told the backend's W answers (the family's goodput bar), on every seed. It once learned its base latency from the
-/// quick requests that complete first, and kept it: the rounds of the true latency read as a
-/// queue and were left out. Its knee was then 30 % low, the ceiling held the service below its
+/// static limit told the backend's W answers (the family's goodput bar), on every seed. It once
+/// learned its base latency from the quick requests that complete first, and kept it: the rounds
+/// of the true latency read as a queue and were left out. Its knee was then 30 % low, the ceiling held the service below its
 /// capacity and the rate measured shrank with it (seed 2: 0.68 of the capacity at 2x against
 /// 0.99; seed 4: 0.64 at 10x).
 #[test]
