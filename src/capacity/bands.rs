@@ -117,6 +117,34 @@ impl Bands {
     }
 }
 
+/// Gives the bands too thin to measure their own spread (fewer than `thick` samples) the widest
+/// spread of the thick ones (or, while none is thick, the spread pooled over all that have two
+/// samples) as their standard deviation: one sample has no spread of its own, and a standard error
+/// of zero would let a single slow request show a queue.
+pub(crate) fn lend_spread(points: &mut [Point], thick: f64) {
+    let sd = |p: &Point| p.se * p.n.sqrt();
+    let widest = points
+        .iter()
+        .filter(|p| p.n >= thick)
+        .map(sd)
+        .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
+    let spread = widest.unwrap_or_else(|| {
+        let (mut dof, mut var) = (0.0, 0.0);
+        for p in points.iter().filter(|p| p.n >= 2.0) {
+            var += (p.n - 1.0) * sd(p).powi(2);
+            dof += p.n - 1.0;
+        }
+        if dof > 0.0 {
+            (var / dof).sqrt()
+        } else {
+            f64::INFINITY
+        }
+    });
+    for p in points.iter_mut().filter(|p| p.n < thick) {
+        p.se = p.se.max(spread / p.n.sqrt());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +157,39 @@ mod tests {
         assert_eq!(band(65_535.0), BANDS - 1);
         assert_eq!(band(0.0), 0);
         assert_eq!(band(f64::NAN), 0);
+    }
+
+    fn point(level: f64, lat: f64, n: f64, sd: f64) -> Point {
+        Point {
+            level,
+            lat,
+            n,
+            se: sd / n.sqrt(),
+        }
+    }
+
+    #[test]
+    fn a_thin_band_borrows_the_widest_spread_of_the_thick_ones() {
+        let mut pts = [
+            point(1.0, 100.0, 50.0, 30.0),
+            point(2.0, 100.0, 40.0, 60.0),
+            point(8.0, 400.0, 1.0, 0.0),
+            point(9.0, 450.0, 4.0, 10.0),
+        ];
+        lend_spread(&mut pts, 8.0);
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-9 * b;
+        // Thick bands keep their own; thin ones take the widest (60) over their own samples.
+        assert!(near(pts[0].se, 30.0 / 50f64.sqrt()), "{}", pts[0].se);
+        assert!(near(pts[1].se, 60.0 / 40f64.sqrt()), "{}", pts[1].se);
+        assert!(near(pts[2].se, 60.0), "{}", pts[2].se);
+        assert!(near(pts[3].se, 30.0), "{}", pts[3].se);
+    }
+
+    #[test]
+    fn single_samples_alone_have_no_spread_to_go_by() {
+        let mut pts = [point(1.0, 100.0, 1.0, 0.0), point(2.0, 900.0, 1.0, 0.0)];
+        lend_spread(&mut pts, 8.0);
+        assert!(pts.iter().all(|p| p.se == f64::INFINITY));
     }
 
     #[test]

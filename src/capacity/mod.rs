@@ -54,7 +54,8 @@ pub(crate) const KNEE_MARGIN: f64 = 1.1;
 pub(crate) const BINDING_LATENCIES: f64 = 2.0;
 /// Weight of a new latency in the latency scale: 1/64, smooth over a few round trips.
 pub(crate) const SCALE_WEIGHT: f64 = 1.0 / 64.0;
-/// Samples a band needs before the fit leaves out the bands with fewer: eight, enough for a mean.
+/// Samples a band needs before the fit leaves out the bands with fewer (once a knee has shown), and
+/// before it measures its own spread: eight, enough for a mean.
 pub(crate) const BAND_SAMPLES: f64 = 8.0;
 /// An answer back within this share of the base latency waited less than its own latency `x`:
 /// behind W workers, only a request admitted below (1 + x ÷ s0) · W comes back so quick, so its
@@ -206,7 +207,13 @@ impl Estimator {
         } else {
             1.0
         };
-        self.bands.points(least, &mut self.points);
+        // Until a first knee shows, a binding ceiling's every level counts, thin bands too: a cold
+        // gate's first burst climbs one level per request, and on a service of one or two workers
+        // that staircase is the knee (its top band alone, thick at once, shows none).
+        let cold = self.last_knee.is_none() && binding;
+        self.bands
+            .points(if cold { 1.0 } else { least }, &mut self.points);
+        bands::lend_spread(&mut self.points, BAND_SAMPLES);
         let Some(f) = knee::fit(&self.points) else {
             return;
         };
@@ -219,7 +226,7 @@ impl Estimator {
             self.knee = None;
         }
         for p in &self.points {
-            if p.n >= 2.0 && p.lat <= knee::RISE * f.s0 {
+            if p.n >= least.max(2.0) && p.lat <= knee::RISE * f.s0 {
                 self.verified = self.verified.max(p.level);
             }
         }
