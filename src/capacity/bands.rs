@@ -127,7 +127,7 @@ pub(crate) fn lend_spread(points: &mut [Point], thick: f64) {
         .iter()
         .filter(|p| p.n >= thick)
         .map(sd)
-        .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
+        .reduce(f64::max);
     let spread = widest.unwrap_or_else(|| {
         let (mut dof, mut var) = (0.0, 0.0);
         for p in points.iter().filter(|p| p.n >= 2.0) {

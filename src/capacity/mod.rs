@@ -54,8 +54,8 @@ pub(crate) const KNEE_MARGIN: f64 = 1.1;
 pub(crate) const BINDING_LATENCIES: f64 = 2.0;
 /// Weight of a new latency in the latency scale: 1/64, smooth over a few round trips.
 pub(crate) const SCALE_WEIGHT: f64 = 1.0 / 64.0;
-/// Samples a band needs before the fit leaves out the bands with fewer (once a knee has shown), and
-/// before it measures its own spread: eight, enough for a mean.
+/// Samples a band needs before the fit leaves out the bands with fewer (except while the slow
+/// start looks for a first knee), and before it measures its own spread: eight, enough for a mean.
 pub(crate) const BAND_SAMPLES: f64 = 8.0;
 /// An answer back within this share of the base latency waited less than its own latency `x`:
 /// behind W workers, only a request admitted below (1 + x ÷ s0) · W comes back so quick, so its
