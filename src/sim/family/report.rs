@@ -326,11 +326,7 @@ fn by_kind(results: &[DrawResult], bars: &FamilyBars) -> String {
         .zip(counts)
         .map(|(&(_, label), [warm, cold])| vec![label.to_owned(), cell(warm), cell(cold)])
         .collect();
-    let mut out = format!(
-        "
-draws with ratio >= {GOODPUT_RATIO} by kind of service:
-"
-    );
+    let mut out = format!("\ndraws with ratio >= {GOODPUT_RATIO} by kind of service:\n");
     out.push_str(&aligned(&["workers", "warm", "cold"], &rows, &[0]));
     out
 }
