@@ -106,7 +106,7 @@ fn started_cold_on_one_worker_the_gate_reads_the_knee_from_its_first_burst() {
             Ok(r) => r,
             Err(e) => panic!("{e}"),
         };
-        let goodput = |name: &str| match report.strategies.iter().find(|s| s.name == name) {
+        let goodput = |name: &str| match report.strategy(name) {
             Some(s) => s.goodput_ratio,
             None => panic!("{name} did not run"),
         };
