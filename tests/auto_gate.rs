@@ -1017,13 +1017,16 @@ fn a_request_refused_at_the_ceiling_with_the_switch_on_gives_its_token_back() {
         limits.shared_in_flight < limits.max_in_flight,
         "no urgent headroom: {limits:?}"
     );
-    // Fill the working level, switch off: no token of the whole gate is drawn. One more
-    // non-urgent request takes the one token of the non-urgent floor (`non_urgent_qps`).
+    // Fill the working level, switch off: no token of the whole gate is drawn. Two more
+    // non-urgent requests take the two tokens of the non-urgent floor (`non_urgent_qps`; a
+    // promised rate's bucket holds at least two).
     let mut held = hold(&gate, &non_urgent, limits.shared_in_flight as usize);
-    held.push(
-        gate.try_acquire(&non_urgent)
-            .expect("on the non-urgent floor"),
-    );
+    for _ in 0..2 {
+        held.push(
+            gate.try_acquire(&non_urgent)
+                .expect("on the non-urgent floor"),
+        );
+    }
     gate.set_switch(SwitchMode::ForceOn);
     // The switch drained the bucket to its one token. The non-urgent request takes it, then finds
     // the working level full: refused at the ceiling, and the token goes back.

@@ -45,18 +45,22 @@ fn refused(gate: &Gate<ManualClock>, request: &Request<'_>) -> RejectReason {
     r.reason
 }
 
-/// Fills the gate with `n` non-urgent permits, then spends the one token the non-urgent floor has
-/// banked (a non-urgent request it admits into the reserve, released at once), so that the
-/// clock standing still, no other non-urgent request gets past its cap.
+/// Fills the gate with `n` non-urgent permits, then spends the `banked` tokens of the non-urgent
+/// floor (two in a full bucket: a bucket of a promised rate holds at least two; one once the
+/// switch drained it), each admitting a non-urgent request into the reserve, released at once, so
+/// that the clock standing still, no other non-urgent request gets past its cap.
 fn non_urgent_up_to_their_cap<'g>(
     gate: &'g Gate<ManualClock>,
     n: usize,
+    banked: usize,
 ) -> Vec<Permit<'g, ManualClock>> {
     let held = hold(gate, &REPORT, n);
-    let floor = gate
-        .try_acquire(&REPORT)
-        .expect("the non-urgent floor admits one request on its banked token");
-    drop(floor);
+    for _ in 0..banked {
+        let floor = gate
+            .try_acquire(&REPORT)
+            .expect("the non-urgent floor admits a request on each banked token");
+        drop(floor);
+    }
     held
 }
 
@@ -70,7 +74,7 @@ fn non_urgent_requests_stop_at_the_ceiling_less_the_urgent_reserve_and_urgent_on
         (s.limits.max_in_flight, s.limits.shared_in_flight),
         (32, 30)
     );
-    let mut held = non_urgent_up_to_their_cap(&gate, 30);
+    let mut held = non_urgent_up_to_their_cap(&gate, 30, 2);
     assert_eq!(refused(&gate, &REPORT), RejectReason::InFlightCeiling);
     assert_eq!(gate.snapshot().in_flight, 30);
     // The reserve is the urgent requests': all of it.
@@ -79,7 +83,7 @@ fn non_urgent_requests_stop_at_the_ceiling_less_the_urgent_reserve_and_urgent_on
     assert_eq!(refused(&gate, &PAY), RejectReason::InFlightCeiling);
     assert_eq!(refused(&gate, &REPORT), RejectReason::InFlightCeiling);
     let c = gate.snapshot().counters;
-    assert_eq!((c.admitted, c.refused_in_flight), (33, 3));
+    assert_eq!((c.admitted, c.refused_in_flight), (34, 3));
 }
 
 #[test]
@@ -102,7 +106,7 @@ fn urgent_requests_are_refused_only_at_the_ceiling_whatever_the_switch() {
 #[test]
 fn a_released_slot_goes_to_non_urgent_work_only_below_its_cap() {
     let (gate, _clock, _) = gate_with(fixed(32));
-    let mut reports = non_urgent_up_to_their_cap(&gate, 30);
+    let mut reports = non_urgent_up_to_their_cap(&gate, 30, 2);
     let mut pays = hold(&gate, &PAY, 2);
     // 31 in flight: above the non-urgent cap, below the ceiling.
     reports.pop();
@@ -125,7 +129,7 @@ fn a_released_slot_goes_to_non_urgent_work_only_below_its_cap() {
 #[test]
 fn after_a_reload_with_another_ceiling_the_urgent_reserve_follows() {
     let (gate, _clock, _) = gate_with(fixed(32));
-    let mut held = non_urgent_up_to_their_cap(&gate, 30);
+    let mut held = non_urgent_up_to_their_cap(&gate, 30, 2);
 
     // Raised to 64: non-urgent requests stop at 60, urgent ones at 64.
     gate.reload(fixed(64)).unwrap();
@@ -189,7 +193,7 @@ fn with_the_switch_on_a_non_urgent_request_at_its_cap_is_refused_before_it_draws
     // The switch emptied the buckets; the whole gate's refills.
     clock.advance(ms(20));
     // The non-urgent floor's token is its own: spending it takes none of the whole gate's.
-    let _reports = non_urgent_up_to_their_cap(&gate, 30);
+    let _reports = non_urgent_up_to_their_cap(&gate, 30, 1);
     for _ in 0..5 {
         assert_eq!(refused(&gate, &REPORT), RejectReason::InFlightCeiling);
     }
@@ -206,7 +210,7 @@ fn with_the_switch_on_a_non_urgent_request_at_its_cap_is_refused_before_it_draws
 #[test]
 fn the_non_urgent_floor_takes_the_urgent_reserve_at_its_own_rate_only() {
     let (gate, clock, _) = gate_with(fixed(32));
-    let mut held = non_urgent_up_to_their_cap(&gate, 30);
+    let mut held = non_urgent_up_to_their_cap(&gate, 30, 2);
     assert_eq!(refused(&gate, &REPORT), RejectReason::InFlightCeiling);
     // A second later the floor has a token again (`non_urgent_qps` = 1): one non-urgent request
     // gets into the reserve, not two.

@@ -21,6 +21,9 @@ use std::time::Duration;
 use super::sync::AtomicU64;
 use crate::clock::Nanos;
 
+/// Fewest tokens a bucket of a promised rate holds: two keep a token's lateness, which one drops.
+pub(crate) const PROMISED_TOKENS: u64 = 2;
+
 /// A bucket's rate and capacity, in the form the algorithm uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BucketParams {
@@ -67,6 +70,19 @@ impl BucketParams {
             1
         };
         Self::new(rate, capacity)
+    }
+
+    /// A bucket whose rate is promised (the non-urgent floor): [`BucketParams::with_burst`], but
+    /// holding at least [`PROMISED_TOKENS`]. A bucket of one token drops the time a request comes
+    /// after its token: evenly spaced arrivals then get the rate rounded down to a whole number
+    /// of their spacings (a floor of 19.9 a second gave 15 to requests every 16.7 ms).
+    pub(crate) fn promised(rate: f64, burst: Duration) -> Self {
+        let p = Self::with_burst(rate, burst);
+        if p.capacity < PROMISED_TOKENS {
+            Self::new(rate, PROMISED_TOKENS)
+        } else {
+            p
+        }
     }
 
     /// Rebuilds parameters from [`BucketParams::interval`] and [`BucketParams::tolerance`], e.g. after

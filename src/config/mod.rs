@@ -145,8 +145,9 @@ pub struct GateConfig {
     /// (`"512MiB"`, `"1.5GB"`). At least 1 MiB. Default `None`.
     #[serde(with = "units::memory_limit", skip_serializing_if = "Option::is_none")]
     pub memory_limit: Option<u64>,
-    /// How much of its rate each token bucket may bank: a bucket holds `max(1, rate × burst)` tokens.
-    /// Default 100 ms.
+    /// How much of its rate each token bucket may bank: a bucket holds `max(1, rate × burst)` tokens,
+    /// the non-urgent floor's at least two (with one, requests that come a little after each token
+    /// would get less than `non_urgent_qps`). Default 100 ms.
     #[serde(with = "units::duration")]
     pub burst: Duration,
     /// The initial switch mode. Default `auto`.

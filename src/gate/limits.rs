@@ -151,7 +151,7 @@ impl HotLimits {
         self.declared_room.store(u64::MAX, r);
         self.max_memory_ratio.store(g.max_memory_ratio.to_bits(), r);
         self.set_whole_rate(g.max_qps.clamp(UNLEARNED_MAX_QPS), g.burst);
-        let non_urgent = BucketParams::with_burst(g.non_urgent_qps, g.burst);
+        let non_urgent = BucketParams::promised(g.non_urgent_qps, g.burst);
         self.non_urgent_bucket.store(&non_urgent);
         let timeout = duration_to_nanos(g.request_timeout);
         self.request_timeout.store(timeout, r);

@@ -299,7 +299,7 @@ impl<C: Clock> Inner<C> {
         if floor_rate < g.non_urgent_qps || self.hot.learning.load(Ordering::Relaxed) {
             self.hot
                 .non_urgent_bucket
-                .store(&BucketParams::with_burst(floor_rate, g.burst));
+                .store(&BucketParams::promised(floor_rate, g.burst));
         }
         floor_rate
     }

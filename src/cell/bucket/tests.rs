@@ -317,3 +317,37 @@ proptest! {
         }
     }
 }
+
+/// Admissions of requests every `gap` nanoseconds for ten seconds, each taking a token if one is
+/// free at its arrival.
+fn admitted_every(params: &BucketParams, gap: u64) -> u64 {
+    let bucket = Bucket::new();
+    let t0 = 1_000_000_000;
+    (0..10_000_000_000 / gap)
+        .filter(|i| bucket.try_acquire(t0 + i * gap, params).is_ok())
+        .count() as u64
+}
+
+#[test]
+fn a_promised_rate_reaches_evenly_spaced_requests_in_full() {
+    // 19.9 tokens a second banking 100 ms: one token by the documented capacity. Requests every
+    // 16.7 ms then find one every fourth arrival, 15 a second; a promised bucket holds two and
+    // keeps each token's lateness.
+    let burst = Duration::from_millis(100);
+    let gap = 16_666_667;
+    assert_eq!(BucketParams::with_burst(19.9, burst).capacity(), 1);
+    assert_eq!(
+        admitted_every(&BucketParams::with_burst(19.9, burst), gap),
+        150
+    );
+    let promised = BucketParams::promised(19.9, burst);
+    assert_eq!(promised.capacity(), 2);
+    let admitted = admitted_every(&promised, gap);
+    // The rate's 199 tokens over ten seconds, and the one banked at the start.
+    assert!((199..=200).contains(&admitted), "{admitted}");
+    // Where the burst already banks more, a promised bucket is the same bucket.
+    assert_eq!(
+        BucketParams::promised(100.0, burst),
+        BucketParams::with_burst(100.0, burst)
+    );
+}
