@@ -163,6 +163,7 @@ impl<C: Clock> GateBuilder<C> {
                 urgent_known: false,
                 urgent_fill: 0.0,
                 urgent_flood: 0.0,
+                urgent_rate: 0.0,
                 ceiling_bounded: false,
                 #[cfg(feature = "metrics")]
                 metrics,

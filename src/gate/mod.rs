@@ -356,6 +356,8 @@ struct Monitor {
     /// `urgent_fill` held for a tick or two only ([`briefly_held`]): while it fills the knee,
     /// non-urgent requests get only their floor.
     urgent_flood: f64,
+    /// Urgent requests per second, averaged over the service's own latency.
+    urgent_rate: f64,
     /// Whether the config holds the in-flight ceiling below the learned one.
     ceiling_bounded: bool,
     /// The gate's metrics, published at the end of each tick.

@@ -150,7 +150,7 @@ impl<C: Clock> Inner<C> {
                 refused,
             );
             m.learned = learned;
-            measure_urgent(m, figures.offered_rate, &totals, &last);
+            measure_urgent(m, figures.offered_rate, secs, &totals, &last);
             m.last_tick = now;
             m.last_totals = totals;
             self.fit_memory(m, self.turnstile.current(), &settings);
@@ -532,9 +532,10 @@ impl<C: Clock> Inner<C> {
 }
 
 /// Urgent demand over the tick, from the share of urgent requests among those classified since
-/// `last` and the `offered` rate: its count in flight at the latency of now and at the service's
-/// own, each held at its peaks and briefly (see `peak_held` and `briefly_held`).
-fn measure_urgent(m: &mut Monitor, offered: f64, totals: &Counters, last: &Counters) {
+/// `last` and the `offered` rate over the tick's `secs`, averaged over a latency (what is in
+/// flight is a latency's arrivals, not a tick's): its count in flight at the latency of now and at
+/// the service's own, each held at its peaks and briefly (see `peak_held` and `briefly_held`).
+fn measure_urgent(m: &mut Monitor, offered: f64, secs: f64, totals: &Counters, last: &Counters) {
     let urgent = totals
         .classified_urgent
         .saturating_sub(last.classified_urgent);
@@ -545,12 +546,21 @@ fn measure_urgent(m: &mut Monitor, offered: f64, totals: &Counters, last: &Count
     if classified == 0 {
         return;
     }
-    let urgent_rate = offered * (urgent as f64 / classified as f64);
+    let rate_now = offered * (urgent as f64 / classified as f64);
     let latency = m.estimator.latency().unwrap_or(0.0) / 1e9;
+    let own = m.estimator.base_latency().map_or(latency, |b| b / 1e9);
+    // A tick's count of a slow service's urgent arrivals is a fraction of those in flight, and
+    // held at its peaks its noise read as a flood.
+    let weight = (secs / own.max(secs)).clamp(0.0, 1.0);
+    m.urgent_rate = if m.urgent_known {
+        m.urgent_rate + (rate_now - m.urgent_rate) * weight
+    } else {
+        rate_now
+    };
+    let urgent_rate = m.urgent_rate;
     m.urgent_need = peak_held(urgent_rate * latency, m.urgent_need);
     m.urgent_recent = briefly_held(urgent_rate * latency, m.urgent_recent);
     m.urgent_known |= latency > 0.0;
-    let own = m.estimator.base_latency().map_or(latency, |b| b / 1e9);
     m.urgent_fill = peak_held(urgent_rate * own, m.urgent_fill);
     m.urgent_flood = briefly_held(urgent_rate * own, m.urgent_flood);
 }

@@ -1,0 +1,72 @@
+//! Urgent demand as the gate measures it: the count of urgent requests in flight is a latency's
+//! worth of their arrivals, so it is averaged over a latency, not read off a single sampler tick.
+//! On a slow service a tick holds a fraction of them, and its random peaks, held as a flood
+//! would be, shut non-urgent work out to its floor while urgent demand was well below capacity.
+#![cfg(feature = "sim")]
+
+use sluicegate::clock::ManualClock;
+use sluicegate::sim::{run_strategy, simulated_gate, Scenario, SharedMemory, Sluicegate, Watched};
+use sluicegate::Config;
+
+/// 64 workers at 300 ms (213 requests a second), warmed at 0.4 C, then flooded at 2.5 C of which
+/// 0.6 C is urgent (Poisson arrivals): urgent demand fills six tenths of the workers.
+const SLOW_MIXED: &str = r#"
+    name = "slow-light-urgent"
+    [backend]
+    workers = 64
+    service_time = "300ms"
+    distribution = "constant"
+    [clients]
+    timeout = "6s"
+    urgent_share = 0.24
+    [[phase]]
+    duration = "4s"
+    load = 0.4
+    [[phase]]
+    duration = "12s"
+    load = 2.5
+"#;
+
+/// Sampler ticks in the flood, once a knee shows, at which non-urgent requests were held to their
+/// floor (the shared level at zero: the gate took urgent demand alone to fill the service).
+fn ticks_shut_to_the_floor(scenario: &Scenario, seed: u64) -> (u32, u32) {
+    let clock = ManualClock::new();
+    let memory = SharedMemory::new(scenario.backend.memory_base, scenario.backend.memory_limit);
+    let gate = match simulated_gate(Config::default(), &clock, &memory) {
+        Ok(g) => g,
+        Err(e) => panic!("the default config builds a gate: {e}"),
+    };
+    let (mut shut, mut seen) = (0, 0);
+    let flood_from = 5_000_000_000;
+    let mut watched = Watched::new(Sluicegate::new(&gate, clock, memory), |now, _| {
+        let s = gate.snapshot();
+        if now >= flood_from && s.learned.confirmed {
+            seen += 1;
+            if s.limits.shared_in_flight == 0 {
+                shut += 1;
+            }
+        }
+    });
+    run_strategy(scenario, seed, "sluicegate-auto", &mut watched, &mut |_| {});
+    drop(watched);
+    (shut, seen)
+}
+
+#[test]
+fn urgent_demand_well_below_capacity_never_shuts_non_urgent_work_out_on_a_slow_service() {
+    let scenario = match Scenario::from_toml_str(SLOW_MIXED) {
+        Ok(s) => s,
+        Err(e) => panic!("{e}"),
+    };
+    for seed in 1..=4 {
+        let (shut, seen) = ticks_shut_to_the_floor(&scenario, seed);
+        assert!(
+            seen >= 50,
+            "seed {seed}: a knee showed on {seen} ticks of the flood"
+        );
+        assert_eq!(
+            shut, 0,
+            "seed {seed}: non-urgent work held to its floor on {shut} of {seen} ticks"
+        );
+    }
+}
