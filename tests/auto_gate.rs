@@ -22,8 +22,8 @@ use sluicegate::{SwitchMode, Ticket, Urgency};
 const STEP: Nanos = 1_000_000;
 /// Room the learned rate leaves above a capacity seen saturated (the gate's documented 2 ×).
 const HEADROOM: f64 = 1.0;
-/// The non-urgent floor's most, as a share of the learned capacity (the gate's documented 5 %).
-const FLOOR_SHARE: f64 = 0.05;
+/// The non-urgent floor's most, as a share of the learned capacity (the gate's documented 2 %).
+const FLOOR_SHARE: f64 = 0.02;
 
 /// Non-urgent requests the floor admits in `secs`: `non_urgent_qps`, at most its share of the
 /// capacity learned by the end of `log`.

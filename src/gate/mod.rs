@@ -30,7 +30,7 @@
 //!    (with a learned ceiling, a few requests above the shared level) and the level where memory
 //!    reaches its hard ceiling. A non-urgent one is refused, except between the memory marks, where
 //!    a share shrinking from all to none is admitted, and on the non-urgent floor
-//!    (`non_urgent_qps`, at most 5 % of a learned capacity where `max_qps` is learned), which
+//!    (`non_urgent_qps`, at most 2 % of a learned capacity where `max_qps` is learned), which
 //!    may take a few slots above a learned ceiling (its rate times the base latency), and with fixed
 //!    numbers only the urgent reserve, never a slot past the ceiling or where the memory marks
 //!    stop non-urgent work: whatever urgent demand takes, non-urgent work gets that rate.
@@ -287,9 +287,11 @@ struct SwitchPace {
 }
 
 /// The non-urgent floor is at most this share of a learned capacity, so that in an urgent flood
-/// urgent requests get 95 % of what the service can do. (The original design's trickle in
-/// proportion, 30 of 250 requests per second, left them 88 % on services below 250 per second.)
-const FLOOR_SHARE: f64 = 0.05;
+/// urgent requests get 95 % of what the service can do: at 5 % they got 95 % only where the gate
+/// answered all of the capacity in time, and a gate that knows W answers 97–99 % of it. (The
+/// original design's trickle in proportion, 30 of 250 requests per second, left them 88 % on
+/// services below 250 per second.)
+const FLOOR_SHARE: f64 = 0.02;
 
 /// While the service is saturated, a request waits for a token at most this share of the expected
 /// handler latency: a standing queue only makes every request old (CoDel's insight).
