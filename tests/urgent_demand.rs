@@ -27,8 +27,9 @@ const SLOW_MIXED: &str = r#"
     load = 2.5
 "#;
 
-/// Sampler ticks in the flood, once a knee shows, at which non-urgent requests were held to their
-/// floor (the shared level at zero: the gate took urgent demand alone to fill the service).
+/// Of the 100 ms slices from a second into the flood on, those in which a knee showed, and how many
+/// of them held non-urgent requests to their floor (the shared level at zero: the gate took urgent
+/// demand alone to fill the service). The first second leaves the knee time to show.
 fn ticks_shut_to_the_floor(scenario: &Scenario, seed: u64) -> (u32, u32) {
     let clock = ManualClock::new();
     let memory = SharedMemory::new(scenario.backend.memory_base, scenario.backend.memory_limit);
@@ -37,10 +38,11 @@ fn ticks_shut_to_the_floor(scenario: &Scenario, seed: u64) -> (u32, u32) {
         Err(e) => panic!("the default config builds a gate: {e}"),
     };
     let (mut shut, mut seen) = (0, 0);
-    let flood_from = 5_000_000_000;
+    // The warm-up's 4 s and the flood's first second, in nanoseconds.
+    let judged_from = 5_000_000_000;
     let mut watched = Watched::new(Sluicegate::new(&gate, clock, memory), |now, _| {
         let s = gate.snapshot();
-        if now >= flood_from && s.learned.confirmed {
+        if now >= judged_from && s.learned.confirmed {
             seen += 1;
             if s.limits.shared_in_flight == 0 {
                 shut += 1;
@@ -62,11 +64,11 @@ fn urgent_demand_well_below_capacity_never_shuts_non_urgent_work_out_on_a_slow_s
         let (shut, seen) = ticks_shut_to_the_floor(&scenario, seed);
         assert!(
             seen >= 50,
-            "seed {seed}: a knee showed on {seen} ticks of the flood"
+            "seed {seed}: a knee showed in {seen} slices of the flood"
         );
         assert_eq!(
             shut, 0,
-            "seed {seed}: non-urgent work held to its floor on {shut} of {seen} ticks"
+            "seed {seed}: non-urgent work held to its floor in {shut} of {seen} slices"
         );
     }
 }
