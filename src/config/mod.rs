@@ -119,7 +119,8 @@ pub struct GateConfig {
     /// Default auto.
     pub max_qps: Limit<f64>,
     /// The rate non-urgent requests are guaranteed while the switch is on, in tokens per second; they
-    /// also get whatever urgent requests leave unused. At most `max_qps`.
+    /// also get whatever urgent requests leave unused. At most `max_qps`; with a learned `max_qps`,
+    /// the floor in force is at most 2 % of the learned capacity.
     /// Original design: `non_worry_token_speed`. Default 30.
     pub non_urgent_qps: f64,
     /// Longest a request may wait for a token; a request that could not be served within it is refused
