@@ -77,12 +77,8 @@ impl BucketParams {
     /// after its token: evenly spaced arrivals then get the rate rounded down to a whole number
     /// of their spacings (a floor of 19.9 a second gave 15 to requests every 16.7 ms).
     pub(crate) fn promised(rate: f64, burst: Duration) -> Self {
-        let p = Self::with_burst(rate, burst);
-        if p.capacity < PROMISED_TOKENS {
-            Self::new(rate, PROMISED_TOKENS)
-        } else {
-            p
-        }
+        let banked = Self::with_burst(rate, burst).capacity;
+        Self::new(rate, banked.max(PROMISED_TOKENS))
     }
 
     /// Rebuilds parameters from [`BucketParams::interval`] and [`BucketParams::tolerance`], e.g. after
