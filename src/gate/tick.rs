@@ -551,7 +551,7 @@ fn measure_urgent(m: &mut Monitor, offered: f64, secs: f64, totals: &Counters, l
     let own = m.estimator.base_latency().map_or(latency, |b| b / 1e9);
     // A tick's count of a slow service's urgent arrivals is a fraction of those in flight, and
     // held at its peaks its noise read as a flood.
-    let weight = (secs / own.max(secs)).clamp(0.0, 1.0);
+    let weight = secs / own.max(secs);
     m.urgent_rate = if m.urgent_known {
         m.urgent_rate + (rate_now - m.urgent_rate) * weight
     } else {
