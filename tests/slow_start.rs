@@ -6,12 +6,12 @@
 //! shipped ceiling of 1,000 on a service of four.
 #![cfg(feature = "sim")]
 
-use sluicegate::clock::ManualClock;
+#[path = "common/followed.rs"]
+mod followed;
+
+use followed::follow_auto;
 use sluicegate::sim::family::{draw, Draw};
-use sluicegate::sim::{
-    run_strategy, run_with_seed, simulated_gate, Distribution, Scenario, SharedMemory, Sluicegate,
-    Watched,
-};
+use sluicegate::sim::{run_with_seed, Distribution, Scenario};
 use sluicegate::Config;
 
 /// The ceiling a cold gate starts from.
@@ -24,28 +24,12 @@ const AFFORDABLE: f64 = 200_000.0;
 
 /// The highest learned ceiling of `sluicegate-auto` on `d` before a knee showed.
 fn highest_unconfirmed_ceiling(d: &Draw) -> u64 {
-    let scenario = d.scenario();
-    let clock = ManualClock::new();
-    let memory = SharedMemory::new(scenario.backend.memory_base, scenario.backend.memory_limit);
-    let gate = match simulated_gate(Config::default(), &clock, &memory) {
-        Ok(g) => g,
-        Err(e) => panic!("the default config builds a gate: {e}"),
-    };
     let mut highest = 0;
-    let mut watched = Watched::new(Sluicegate::new(&gate, clock, memory), |_, _| {
-        let learned = gate.snapshot().learned;
-        if !learned.confirmed {
-            highest = highest.max(learned.ceiling.unwrap_or(0));
+    follow_auto(&d.scenario(), d.scenario_seed(), |_, s| {
+        if !s.learned.confirmed {
+            highest = highest.max(s.learned.ceiling.unwrap_or(0));
         }
     });
-    run_strategy(
-        &scenario,
-        d.scenario_seed(),
-        "sluicegate-auto",
-        &mut watched,
-        &mut |_| {},
-    );
-    drop(watched);
     highest
 }
 

@@ -4,9 +4,11 @@
 //! would be, shut non-urgent work out to its floor while urgent demand was well below capacity.
 #![cfg(feature = "sim")]
 
-use sluicegate::clock::ManualClock;
-use sluicegate::sim::{run_strategy, simulated_gate, Scenario, SharedMemory, Sluicegate, Watched};
-use sluicegate::Config;
+#[path = "common/followed.rs"]
+mod followed;
+
+use followed::follow_auto;
+use sluicegate::sim::Scenario;
 
 /// 64 workers at 300 ms (213 requests a second), warmed at 0.4 C, then flooded at 2.5 C of which
 /// 0.6 C is urgent (Poisson arrivals): urgent demand fills six tenths of the workers.
@@ -30,18 +32,11 @@ const SLOW_MIXED: &str = r#"
 /// Of the 100 ms slices from a second into the flood on, those in which a knee showed, and how many
 /// of them held non-urgent requests to their floor (the shared level at zero: the gate took urgent
 /// demand alone to fill the service). The first second leaves the knee time to show.
-fn ticks_shut_to_the_floor(scenario: &Scenario, seed: u64) -> (u32, u32) {
-    let clock = ManualClock::new();
-    let memory = SharedMemory::new(scenario.backend.memory_base, scenario.backend.memory_limit);
-    let gate = match simulated_gate(Config::default(), &clock, &memory) {
-        Ok(g) => g,
-        Err(e) => panic!("the default config builds a gate: {e}"),
-    };
+fn slices_shut_to_the_floor(scenario: &Scenario, seed: u64) -> (u32, u32) {
     let (mut shut, mut seen) = (0, 0);
     // The warm-up's 4 s and the flood's first second, in nanoseconds.
     let judged_from = 5_000_000_000;
-    let mut watched = Watched::new(Sluicegate::new(&gate, clock, memory), |now, _| {
-        let s = gate.snapshot();
+    follow_auto(scenario, seed, |now, s| {
         if now >= judged_from && s.learned.confirmed {
             seen += 1;
             if s.limits.shared_in_flight == 0 {
@@ -49,8 +44,6 @@ fn ticks_shut_to_the_floor(scenario: &Scenario, seed: u64) -> (u32, u32) {
             }
         }
     });
-    run_strategy(scenario, seed, "sluicegate-auto", &mut watched, &mut |_| {});
-    drop(watched);
     (shut, seen)
 }
 
@@ -61,7 +54,7 @@ fn urgent_demand_well_below_capacity_never_shuts_non_urgent_work_out_on_a_slow_s
         Err(e) => panic!("{e}"),
     };
     for seed in 1..=4 {
-        let (shut, seen) = ticks_shut_to_the_floor(&scenario, seed);
+        let (shut, seen) = slices_shut_to_the_floor(&scenario, seed);
         assert!(
             seen >= 50,
             "seed {seed}: a knee showed in {seen} slices of the flood"
