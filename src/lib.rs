@@ -88,7 +88,8 @@
 //!   gets whatever urgent work leaves. `non_urgent_qps` is a floor that even an urgent flood cannot
 //!   take away. When urgent demand alone exceeds the capacity, urgent requests are limited too.
 //! * **Memory is graded.** Readings are turned into in-flight levels (memory per request is fitted
-//!   over the readings); between `memory_soft_ratio` and `max_memory_ratio` the share of non-urgent
+//!   over the readings; until they tell, past `memory_soft_ratio` all of it is taken to be the
+//!   requests'); between `memory_soft_ratio` and `max_memory_ratio` the share of non-urgent
 //!   requests admitted shrinks from all to none; urgent ones are refused only at the hard level.
 //!   A request that declares the memory it will hold ([`Request::with_cost`]) is refused once the
 //!   declared bytes in flight reach the room below `max_memory_ratio`: memory then crosses it by

@@ -868,6 +868,55 @@ fn below_the_soft_memory_mark_every_request_is_admitted() {
     assert_eq!(gate.snapshot().counters.refused(), 0);
 }
 
+/// Readings taken while exactly one request is in flight, memory at `used` of 1,000 each time:
+/// they cannot tell how much of it that request holds. Returns the permit held.
+fn one_in_flight_readings<'g>(
+    gate: &'g Gate<ManualClock>,
+    clock: &ManualClock,
+    memory: &FakeMemory,
+    used: u64,
+) -> Permit<'g, ManualClock> {
+    let urgent = Request::url("/pay").with_urgency(Urgency::Urgent);
+    let held = gate.try_acquire(&urgent).expect("the first request");
+    for i in 0..5 {
+        // Slightly different readings, so that each one counts as new.
+        memory.set_used(used + i % 2);
+        gate.refresh_memory();
+        clock.advance(ms(100));
+    }
+    held
+}
+
+#[test]
+fn memory_the_requests_in_flight_cannot_explain_does_not_cap_them_below_the_soft_mark() {
+    // Half the limit in use with one request in flight: a process's own memory, most likely.
+    // Taking it all as that request's would cap the gate at two in flight.
+    let (gate, clock, memory) = gate_with(roomy());
+    let _first = one_in_flight_readings(&gate, &clock, &memory, 500);
+    let limits = gate.snapshot().limits;
+    assert_eq!(limits.memory_hard_in_flight, u64::MAX, "{limits:?}");
+    assert_eq!(limits.memory_soft_in_flight, u64::MAX, "{limits:?}");
+    let urgent = Request::url("/pay").with_urgency(Urgency::Urgent);
+    let held: Vec<_> = (0..50)
+        .filter_map(|_| gate.try_acquire(&urgent).ok())
+        .collect();
+    assert_eq!(held.len(), 50);
+    assert_eq!(gate.snapshot().counters.refused_memory, 0);
+}
+
+#[test]
+fn past_the_soft_mark_memory_the_readings_cannot_explain_is_taken_as_the_requests_own() {
+    // 85 % in use with one request in flight: past the soft mark (80 %) the gate guesses on the
+    // safe side, as if that request held it all, and the hard mark (95 %) is one more request.
+    let (gate, clock, memory) = gate_with(roomy());
+    let _first = one_in_flight_readings(&gate, &clock, &memory, 850);
+    let limits = gate.snapshot().limits;
+    assert_eq!(limits.memory_hard_in_flight, 1, "{limits:?}");
+    let urgent = Request::url("/pay").with_urgency(Urgency::Urgent);
+    let refused = gate.try_acquire(&urgent).expect_err("at the hard level");
+    assert_eq!(refused.reason, RejectReason::MemoryCeiling);
+}
+
 // ---------------------------------------------------------------- deadline-aware waits
 
 #[test]

@@ -64,18 +64,11 @@ impl MemoryFit {
         }
     }
 
-    /// Memory ratio per request in flight. Where the readings do not tell (in-flight hardly varied),
-    /// all memory is taken to be per request: an overestimate, so the projected ceilings err on the
-    /// safe side.
-    pub(super) fn per_request(&self, in_flight: u64, ratio: f64) -> Option<f64> {
-        if let Some((var, cov, _)) = self.moments() {
-            if var >= 1.0 {
-                let slope = cov / var;
-                if slope.is_finite() && slope > 0.0 {
-                    return Some(slope);
-                }
-            }
-        }
-        (in_flight > 0 && ratio > 0.0).then(|| ratio / in_flight as f64)
+    /// Memory ratio per request in flight, where the readings tell: in-flight varied by at least
+    /// one request between them and memory rose with it.
+    pub(super) fn slope(&self) -> Option<f64> {
+        let (var, cov, _) = self.moments()?;
+        let slope = cov / var;
+        (var >= 1.0 && slope.is_finite() && slope > 0.0).then_some(slope)
     }
 }

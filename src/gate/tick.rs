@@ -218,7 +218,15 @@ impl<C: Clock> Inner<C> {
         // One standard deviation of what the fit does not explain is kept free: requests differ
         // in size, and the next reading may come after a run of large ones.
         let spread = m.memory.spread();
-        let level = |mark: f64| match m.memory.per_request(in_flight, ratio) {
+        // Where the readings do not tell what a request holds, all memory is taken to be per
+        // request, but only once memory is past the soft mark: below it that guess made a process
+        // of 25 % base memory with one request in flight refuse the fourth.
+        let pressed = ratio >= g.memory_soft_ratio && in_flight > 0;
+        let per = m
+            .memory
+            .slope()
+            .or_else(|| pressed.then(|| ratio / in_flight as f64));
+        let level = |mark: f64| match per {
             Some(per) => {
                 let room = (mark - spread - ratio) / per;
                 let n = in_flight as f64 + room;
