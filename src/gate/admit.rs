@@ -98,11 +98,12 @@ impl<C: Clock> Inner<C> {
             }
         }
         let shared = self.hot.shared_cap.load(Ordering::Relaxed);
-        let slot = if self.turnstile.try_enter(shared) {
-            self.regular_slot(now, class)
+        let (slot, uncounted) = if self.turnstile.try_enter(shared) {
+            let (slot, classified) = self.regular_slot(now, class);
+            (slot, uncounted.or(classified))
         } else {
             match self.enter_near_ceiling(now, class) {
-                Ok(slot) => slot,
+                Ok(slot) => (slot, uncounted),
                 Err(rejection) => {
                     if cost > 0 {
                         self.declared.fetch_sub(cost, Ordering::Relaxed);
@@ -308,11 +309,16 @@ impl<C: Clock> Inner<C> {
     }
 
     /// The slot of a request just admitted below the shared level: counted if urgent at or above
-    /// the level from which the gate counts urgent requests (see [`Inner::watched_slot`]).
+    /// the level from which the gate counts urgent requests (see [`Inner::watched_slot`]), with
+    /// the class found there, if any.
     #[inline(always)]
-    pub(super) fn regular_slot(&self, now: Option<Nanos>, class: Class<'_, '_>) -> Slot {
+    pub(super) fn regular_slot(
+        &self,
+        now: Option<Nanos>,
+        class: Class<'_, '_>,
+    ) -> (Slot, Option<Urgency>) {
         if self.turnstile.current() < self.hot.urgent_watch.load(Ordering::Relaxed) {
-            Slot::Regular
+            (Slot::Regular, None)
         } else {
             self.watched_slot(now, class)
         }
@@ -320,21 +326,28 @@ impl<C: Clock> Inner<C> {
 
     /// The slot of a request admitted below the shared level at or above the level from which the
     /// gate counts urgent requests: classified if that is cheap (no lookup to wait for), so that
-    /// the count is exact wherever it can decide anything.
+    /// the count is exact wherever it can decide anything. A class found here is returned to be
+    /// counted with the admission: the urgent share of demand is then measured over every request
+    /// from this level up, not only over those that met the ceiling (refused ones and their
+    /// retries, mostly of one class).
     #[cold]
-    pub(super) fn watched_slot(&self, now: Option<Nanos>, class: Class<'_, '_>) -> Slot {
-        let urgency = match class {
-            Class::Known(u) => u,
+    pub(super) fn watched_slot(
+        &self,
+        now: Option<Nanos>,
+        class: Class<'_, '_>,
+    ) -> (Slot, Option<Urgency>) {
+        match class {
+            // Classified before, and counted on that path.
+            Class::Known(u) => (self.slot_of(u), None),
             Class::Unknown(request) => {
                 let now = now.unwrap_or_else(|| self.clock.now());
                 match self.classify_cached(request, now) {
-                    Some(u) => u,
-                    None => return Slot::Regular,
+                    Some(u) => (self.slot_of(u), Some(u)),
+                    None => (Slot::Regular, None),
                 }
             }
-            Class::Floor | Class::PastCap => Urgency::NonUrgent,
-        };
-        self.slot_of(urgency)
+            Class::Floor | Class::PastCap => (self.slot_of(Urgency::NonUrgent), None),
+        }
     }
 
     /// Urgent room beyond the ceiling in force (`cap` for this request): while urgent demand is
@@ -550,7 +563,7 @@ impl<C: Clock> Inner<C> {
             };
             match self.turnstile.draw(now, max_wait, &params, cap) {
                 Drawn::Admitted(_) => {
-                    let slot = self.regular_slot(Some(now), Class::Known(urgency));
+                    let (slot, _) = self.regular_slot(Some(now), Class::Known(urgency));
                     let permit = self.permit(Some(now), 0, 0, slot, Some(urgency));
                     return Ok(D::admitted(permit));
                 }

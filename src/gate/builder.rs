@@ -147,6 +147,7 @@ impl<C: Clock> GateBuilder<C> {
             monitor: Mutex::new(Monitor {
                 last_tick: now,
                 last_totals: Counters::default(),
+                last_waiting: 0,
                 ring_seen: 0,
                 scratch: Vec::with_capacity(settings.ring.capacity()),
                 tick_latencies: Vec::with_capacity(settings.ring.capacity()),

@@ -77,8 +77,8 @@
 //! * **Off** only when all three hold at every tick for a second: in-flight < `max_running`; the
 //!   trimmed mean < `max_avg_latency` (or not valid, or the service is idle: nothing in flight and
 //!   nothing completed since the previous tick, since old latencies can only be refreshed by
-//!   traffic); and demand fits: the rate of requests that asked since the last tick (admitted or
-//!   refused) is no more than `max_qps` (the learned capacity, when learned), and none was refused
+//!   traffic); and demand fits: the rate of requests that asked since the last tick (counted when
+//!   they asked, whether admitted, refused, given up or waiting still) is no more than `max_qps` (the learned capacity, when learned), and none was refused
 //!   at the in-flight ceiling. The last one is what keeps the switch from flapping: throttling
 //!   makes in-flight and latency look healthy (and a service held at `max_running` is always
 //!   just below it), but as long as demand exceeds what the service may be given, or what it
@@ -329,6 +329,9 @@ struct Figures {
 struct Monitor {
     last_tick: Nanos,
     last_totals: Counters,
+    /// Requests waiting for a token at the last tick: demand is counted when requests ask, and a
+    /// waiting one has asked but is neither admitted nor refused yet.
+    last_waiting: u64,
     ring_seen: u64,
     scratch: Vec<u64>,
     /// The latencies recorded since the last tick.

@@ -115,15 +115,23 @@ impl<C: Clock> Inner<C> {
             let completed = done(&totals).saturating_sub(done(&last));
             figures.nothing_completed = completed == 0;
             figures.completion_rate = completed as f64 / secs;
-            // Offered: everything that asked, admitted or refused, at a hard ceiling or by a bucket.
-            let offered = |c: &Counters| {
+            // Offered: everything that asked, counted when it asked: admitted, refused (at a hard
+            // ceiling or by a bucket) or given up, less what had asked before the last tick and
+            // waited past it, plus what asked since and waits still. Counted when its wait ended,
+            // a burst of waiters let in read as a burst of demand.
+            let resolved = |c: &Counters| {
                 c.admitted
                     + c.refused_rate
                     + c.refused_waiters
                     + c.refused_in_flight
                     + c.refused_memory
+                    + c.abandoned
             };
-            figures.offered_rate = offered(&totals).saturating_sub(offered(&last)) as f64 / secs;
+            let waiting = self.waiters.load(Ordering::Acquire);
+            let asked =
+                (resolved(&totals) + waiting).saturating_sub(resolved(&last) + m.last_waiting);
+            m.last_waiting = waiting;
+            figures.offered_rate = asked as f64 / secs;
             figures.ceiling_refusals = totals
                 .refused_in_flight
                 .saturating_sub(last.refused_in_flight);
@@ -417,17 +425,22 @@ impl<C: Clock> Inner<C> {
         hot.shared_cap
             .store(non_urgent.min(soft), Ordering::Relaxed);
         // Room for urgent requests beyond the ceiling while they alone hold less than it: a
-        // working level more, within the ceiling's bound (see `Inner::enter_urgent_room`). Only
-        // once a knee shows: before, the ceiling is the slow start's, not the service's.
+        // working level more, within the ceiling's bound (see `Inner::enter_urgent_room`). Before
+        // a knee shows too: the slow start's ceiling lies below the service's, and twice it is
+        // no more than the slow start may reach in a round trip. Urgent requests alone then hold
+        // at most the ceiling: their spread is measured against a knee, and there is none yet.
         let urgent_room = match g.max_in_flight {
-            Limit::Auto { max, .. } if !urgent_full && learned.knee.is_some() => {
+            Limit::Auto { max, .. } if !urgent_full => {
                 working.min(max.map_or(u64::MAX, |m| m.saturating_sub(ceiling)))
             }
             _ => 0,
         };
         hot.urgent_room.store(urgent_room, Ordering::Relaxed);
-        hot.urgent_alone_cap
-            .store(urgent_alone_cap(ceiling, m.urgent_need), Ordering::Relaxed);
+        let alone = match learned.knee {
+            Some(_) => urgent_alone_cap(ceiling, m.urgent_need),
+            None => ceiling,
+        };
+        hot.urgent_alone_cap.store(alone, Ordering::Relaxed);
         // Counted whatever the room of the moment, so that the count is right when room opens.
         let watch = if g.max_in_flight.is_auto() {
             (working.min(soft) / 2).max(1)

@@ -211,7 +211,7 @@ fn describe() {
     describe_counter!(
         REQUESTS_CLASSIFIED,
         Unit::Count,
-        "Requests classified by urgency (only where urgency matters: switch on, or near the in-flight ceiling)."
+        "Requests classified by urgency (only where urgency matters: switch on, near the in-flight ceiling, or from half a learned ceiling up)."
     );
     describe_counter!(
         CALLS,

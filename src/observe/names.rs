@@ -11,8 +11,8 @@
 pub const REQUESTS: &str = "sluicegate_requests_total";
 
 /// Counter: requests classified, by [`LABEL_URGENCY`] (`urgent`, `non_urgent`). The gate
-/// classifies a request only where urgency matters (the switch on, or in-flight near its
-/// ceiling), so this counts those, not every request.
+/// classifies a request only where urgency matters (the switch on, in-flight near its ceiling,
+/// or from half a learned ceiling up), so this counts those, not every request.
 pub const REQUESTS_CLASSIFIED: &str = "sluicegate_requests_classified_total";
 
 /// Counter: admitted calls released, by [`LABEL_OUTCOME`]: `succeeded`, `failed` (a failure

@@ -38,8 +38,9 @@ pub struct Counters {
     pub cancelled: u64,
     /// Total time admitted requests spent waiting for their token, in nanoseconds.
     pub wait_nanos: u64,
-    /// Requests classified as urgent (classification happens only while the switch is on or the
-    /// in-flight level is near its ceiling).
+    /// Requests classified as urgent (classification happens only where urgency matters: while the
+    /// switch is on, near the in-flight ceiling, or, with a learned ceiling, from half of it up
+    /// where the urgency is known without a lookup).
     pub classified_urgent: u64,
     /// Requests classified as non-urgent (see `classified_urgent`).
     pub classified_non_urgent: u64,
