@@ -351,10 +351,10 @@ impl<C: Clock> Inner<C> {
     }
 
     /// Urgent room beyond the ceiling in force (`cap` for this request): while urgent demand is
-    /// light, an urgent request may go in as long as urgent requests alone hold fewer than the
-    /// ceiling (or their own Poisson spread, where that is more: see `urgent_alone_cap`), up to
-    /// `urgent_room` more in all. What is in flight above the working level is then non-urgent
-    /// work draining (a lowered ceiling) or urgent work, never new non-urgent work.
+    /// no flood, an urgent request may go in up to `urgent_room` more in all (before a knee
+    /// shows, as long as urgent requests alone hold fewer than the ceiling). What is in flight
+    /// above the working level is then non-urgent work draining (a lowered ceiling) or urgent
+    /// work, never new non-urgent work.
     #[cold]
     pub(super) fn enter_urgent_room(&self, cap: u64) -> bool {
         let room = self.hot.urgent_room.load(Ordering::Relaxed);

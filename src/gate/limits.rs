@@ -72,8 +72,8 @@ pub(super) struct HotLimits {
     /// than [`HotLimits::urgent_alone_cap`] (see [`Inner::enter_urgent_room`]); 0 with a fixed
     /// ceiling, in an urgent flood, and before a knee shows.
     pub(super) urgent_room: AtomicU64,
-    /// Urgent requests alone may hold this many in the urgent room: the ceiling, or their own
-    /// count in flight and its Poisson spread where that is more (see `urgent_alone_cap`).
+    /// Urgent requests alone may hold this many when they use the urgent room: the ceiling before
+    /// a knee shows, no bound of their own after (the flood verdict closes the room).
     pub(super) urgent_alone_cap: AtomicU64,
     /// Requests admitted at or above this in-flight level are classified where that is cheap and
     /// counted if urgent; `u64::MAX` where urgent requests are not counted (a fixed ceiling).

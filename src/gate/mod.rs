@@ -135,8 +135,7 @@ pub(crate) use owned::{Decision, Pending};
 pub use permit::{Admission, Permit, Ticket};
 use permit::{Charge, Class, Decided, Outcome, Slot};
 use urgent_room::{
-    briefly_held, fixed_levels, peak_held, urgent_alone_cap, urgent_headroom, urgent_reserve,
-    URGENT_HEADROOM_FULL,
+    briefly_held, fixed_levels, peak_held, urgent_headroom, urgent_reserve, URGENT_HEADROOM_FULL,
 };
 
 /// Marks a permit whose call is not timed.

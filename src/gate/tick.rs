@@ -424,11 +424,12 @@ impl<C: Clock> Inner<C> {
             .store(before_token, Ordering::Relaxed);
         hot.shared_cap
             .store(non_urgent.min(soft), Ordering::Relaxed);
-        // Room for urgent requests beyond the ceiling while they alone hold less than it: a
-        // working level more, within the ceiling's bound (see `Inner::enter_urgent_room`). Before
-        // a knee shows too: the slow start's ceiling lies below the service's, and twice it is
-        // no more than the slow start may reach in a round trip. Urgent requests alone then hold
-        // at most the ceiling: their spread is measured against a knee, and there is none yet.
+        // Room for urgent requests beyond the ceiling while urgent demand is no flood: a working
+        // level more, within the ceiling's bound (see `Inner::enter_urgent_room`). Once a knee
+        // shows, the flood verdict closes it; before, the slow start's ceiling lies below the
+        // service's, and twice it is no more than the slow start may reach in a round trip, but
+        // urgent requests alone may hold no more than that ceiling: the verdict compares their
+        // demand with a level that is only a guess.
         let urgent_room = match g.max_in_flight {
             Limit::Auto { max, .. } if !urgent_full => {
                 working.min(max.map_or(u64::MAX, |m| m.saturating_sub(ceiling)))
@@ -437,7 +438,7 @@ impl<C: Clock> Inner<C> {
         };
         hot.urgent_room.store(urgent_room, Ordering::Relaxed);
         let alone = match learned.knee {
-            Some(_) => urgent_alone_cap(ceiling, m.urgent_need),
+            Some(_) => u64::MAX,
             None => ceiling,
         };
         hot.urgent_alone_cap.store(alone, Ordering::Relaxed);

@@ -57,18 +57,6 @@ pub(super) fn urgent_headroom(need: f64, left: f64) -> u64 {
     spread.max(0.0) as u64 + URGENT_HEADROOM_MIN
 }
 
-/// Urgent requests alone may hold this many in the urgent room: the ceiling, or where more, their
-/// count in flight (`need`, at the latency of now) and three standard deviations of it. Urgent
-/// requests wait behind the non-urgent work ahead of them, so their count rises with the queue;
-/// bounded by the ceiling alone, a light urgent load met the bound on its Poisson peaks and was
-/// refused while non-urgent work held the service. The need is a tick old, so an urgent flood's
-/// onset still meets the ceiling.
-pub(super) fn urgent_alone_cap(ceiling: u64, need: f64) -> u64 {
-    let need = need.max(0.0);
-    let spread = need + URGENT_HEADROOM_SIGMAS * need.sqrt() + URGENT_HEADROOM_MIN as f64;
-    ceiling.max(spread.min(u64::MAX as f64).ceil() as u64)
-}
-
 /// A tick's figure of urgent demand for the urgent reserve below a fixed ceiling: quick to grow,
 /// halved a tick. Held as [`peak_held`] holds it, the reserve of a flood (all but one slot, once
 /// urgent demand alone filled the ceiling) outlived it by half a second, and refused non-urgent
@@ -97,22 +85,4 @@ pub(super) fn fixed_levels(
         0
     };
     (working, above, reserve - above)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::urgent_alone_cap;
-
-    #[test]
-    fn urgent_requests_alone_hold_the_ceiling_or_their_own_spread_whichever_is_more() {
-        // Light urgent demand: the ceiling bounds them.
-        assert_eq!(urgent_alone_cap(13, 0.0), 13);
-        assert_eq!(urgent_alone_cap(13, 4.0), 13);
-        // Urgent demand whose Poisson peaks pass the ceiling: its mean, three standard deviations
-        // and two (8 + 3·√8 + 2 = 18.5).
-        assert_eq!(urgent_alone_cap(13, 8.0), 19);
-        // Nonsense demand changes nothing.
-        assert_eq!(urgent_alone_cap(13, f64::NAN), 13);
-        assert_eq!(urgent_alone_cap(13, -5.0), 13);
-    }
 }
