@@ -58,8 +58,9 @@ pub struct Snapshot {
     /// Measured completions per second over the last tick.
     pub completion_rate: f64,
     /// Requests per second that asked over the last tick, counted when they asked: admitted,
-    /// refused (at a hard ceiling or by a token bucket), given up, or waiting still: the demand the switch compares with `max_qps` before it turns off, and
-    /// with a learned capacity before it turns on.
+    /// refused (at a hard ceiling or by a token bucket), given up, or waiting still. The demand
+    /// the switch compares with `max_qps` before it turns off, and with a learned capacity before
+    /// it turns on.
     pub demand_rate: f64,
     /// Mean time admitted requests waited for their token over the last tick, if any waited.
     #[serde(serialize_with = "optional_seconds")]

@@ -70,7 +70,7 @@ pub(super) struct HotLimits {
     pub(super) implicit_urgency: AtomicU8,
     /// Urgent room beyond the in-flight ceiling for urgent requests while they alone hold fewer
     /// than [`HotLimits::urgent_alone_cap`] (see [`Inner::enter_urgent_room`]); 0 with a fixed
-    /// ceiling, in an urgent flood, and before a knee shows.
+    /// ceiling and in an urgent flood.
     pub(super) urgent_room: AtomicU64,
     /// Urgent requests alone may hold this many when they use the urgent room: the ceiling before
     /// a knee shows, no bound of their own after (the flood verdict closes the room).

@@ -78,11 +78,12 @@
 //!   trimmed mean < `max_avg_latency` (or not valid, or the service is idle: nothing in flight and
 //!   nothing completed since the previous tick, since old latencies can only be refreshed by
 //!   traffic); and demand fits: the rate of requests that asked since the last tick (counted when
-//!   they asked, whether admitted, refused, given up or waiting still) is no more than `max_qps` (the learned capacity, when learned), and none was refused
-//!   at the in-flight ceiling. The last one is what keeps the switch from flapping: throttling
-//!   makes in-flight and latency look healthy (and a service held at `max_running` is always
-//!   just below it), but as long as demand exceeds what the service may be given, or what it
-//!   takes once it got slower than `max_qps` says, turning off would only let the flood back in.
+//!   they asked, whether admitted, refused, given up or waiting still) is no more than `max_qps`
+//!   (the learned capacity, when learned), and none was refused at the in-flight ceiling. The
+//!   last one is what keeps the switch from flapping: throttling makes in-flight and latency look
+//!   healthy (and a service held at `max_running` is always just below it), but as long as demand
+//!   exceeds what the service may be given, or what it takes once it got slower than `max_qps`
+//!   says, turning off would only let the flood back in.
 //!   It deliberately ignores whether the buckets still refuse: the non-urgent trickle may refuse
 //!   non-urgent requests long after the flood, although the whole demand would now fit.
 
