@@ -4,11 +4,14 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::{gate_with, ms, small_config};
-use sluicegate::{Admission, Config, Request, SwitchMode, Urgency};
+use sluicegate::clock::{Clock, ManualClock};
+use sluicegate::{Admission, Config, Gate, Request, SwitchMode, Urgency};
 
 /// A tick is run by the first request that finds it due; the request itself asks after it.
-fn run_tick(gate: &sluicegate::Gate<sluicegate::clock::ManualClock>) {
+fn run_tick(gate: &Gate<ManualClock>) {
     drop(gate.try_acquire(&Request::url("/tick")));
 }
 
@@ -35,7 +38,7 @@ fn demand_is_counted_when_requests_ask_not_when_their_wait_for_a_token_ends() {
     assert_eq!(gate.snapshot().demand_rate, 200.0);
 
     // The waiters due by now are let in (and done at once); nobody new asks.
-    let now = ms(1_100);
+    let now = Duration::from_nanos(clock.now());
     let (due, later): (Vec<_>, Vec<_>) = tickets.into_iter().partition(|t| t.ready_at() <= now);
     assert!(due.len() >= 5, "{} due", due.len());
     for ticket in due {
