@@ -8,14 +8,16 @@
 //!   level, counted by the gate itself) and its latency (`cohort`: judged only once its
 //!   admission cohort is back, so that a forming queue is seen whole).
 //! * **Inferred**: latency = s0 · max(1, level ÷ k), fitted over level bands (`bands`,
-//!   `knee`): k is the service's parallelism W, s0 the latency without a queue.
+//!   `knee`): k is the service's parallelism W, s0 the latency without a queue. Once a knee has
+//!   shown, a fit that shows none takes s0 from the bands at or below that knee only.
 //! * **Decided**: once a knee shows, the ceiling is 1.1 k plus the √k ÷ 2 that keeps W workers busy
 //!   between random arrivals (`ceiling_for`). Before, a slow start: from `START` requests,
 //!   `GROWTH` more for each request that came back at base latency while the ceiling turned
 //!   requests away, never past twice the highest level seen answered at base latency (or, from
 //!   one answer back in x under half the base latency, its level ÷ (1 + x ÷ s0)). A cold gate
-//!   protects from its first request; a knee that stops showing while the ceiling binds resumes
-//!   the slow start.
+//!   protects from its first request. A knee that stops showing while the ceiling binds resumes
+//!   the slow start, a quarter above the knee (or the level verified) at a time until a level
+//!   twice the knee answers at base latency.
 //!
 //! It cannot run away: the ceiling grows only on answers at base latency, and only to twice a
 //! level that was seen answered at base latency (on heavy-tailed services, a level up to a few
@@ -47,6 +49,11 @@ pub(crate) const GROWTH: f64 = 3.0;
 /// latency: about a doubling per round trip (four times grew faster but overshot small services,
 /// and met the family's goodput bar on fewer draws).
 pub(crate) const VERIFIED_GROWTH: f64 = 2.0;
+/// Once a knee has shown and stopped showing, the slow start that looks for the next one grows no
+/// further than this multiple of the highest level verified (or that knee) until a level twice
+/// the knee is verified: a lost knee is more often noise than a service that got much faster, and
+/// doubling from it overshot (see `docs/design/capacity.md`).
+pub(crate) const REPROBE_GROWTH: f64 = 1.25;
 /// The ceiling sits this far above the knee: 10 % for a knee measured a band too low.
 pub(crate) const KNEE_MARGIN: f64 = 1.1;
 /// A tick that sees refusals counts as binding for this many latency scales (or ticks) after
@@ -67,6 +74,15 @@ pub(crate) const QUICK: f64 = 0.5;
 pub(crate) fn ceiling_for(k: f64) -> f64 {
     let k1 = KNEE_MARGIN * k;
     (k1 + (0.5 * k1.sqrt() + 0.5).floor()).max(k + 1.0)
+}
+
+/// The mean latency of the bands at or below `level`, if any.
+fn below(points: &[Point], level: f64) -> Option<f64> {
+    let (n, sum) = points
+        .iter()
+        .filter(|p| p.level <= level)
+        .fold((0.0, 0.0), |(n, sum), p| (n + p.n, sum + p.n * p.lat));
+    (n > 0.0).then(|| sum / n)
 }
 
 /// The learned figures, as [`crate::Snapshot::learned`] shows them.
@@ -194,9 +210,8 @@ impl Estimator {
             .is_some_and(|at| (now.saturating_sub(at) as f64) <= window);
         self.fit(binding);
         if self.knee.is_none() && binding {
-            let cap = VERIFIED_GROWTH * self.verified.max(self.last_knee.unwrap_or(START));
             let grown = self.limit + GROWTH * (base.saturating_mul(every.max(1))) as f64;
-            self.limit = grown.min(cap);
+            self.limit = grown.min(self.slow_start_bound());
         }
         self.learned()
     }
@@ -217,7 +232,13 @@ impl Estimator {
         let Some(f) = knee::fit(&self.points) else {
             return;
         };
-        self.s0 = Some(f.s0);
+        // Without a knee the fit's base is the mean of every band, queued ones too: once a knee
+        // has shown, the bands at or below it (no queue by its own account) measure the base.
+        let s0 = match self.last_knee {
+            Some(k) if !f.knee => below(&self.points, k).unwrap_or(f.s0),
+            _ => f.s0,
+        };
+        self.s0 = Some(s0);
         if f.knee {
             self.knee = Some(f.k);
             self.last_knee = Some(f.k);
@@ -226,9 +247,24 @@ impl Estimator {
             self.knee = None;
         }
         for p in &self.points {
-            if p.n >= least.max(2.0) && p.lat <= knee::RISE * f.s0 {
+            if p.n >= least.max(2.0) && p.lat <= knee::RISE * s0 {
                 self.verified = self.verified.max(p.level);
             }
+        }
+    }
+
+    /// The most the slow start may grow the ceiling to: twice the highest level verified (or
+    /// the last knee, or [`START`]); once a knee has shown and until a level twice as high is
+    /// verified, only [`REPROBE_GROWTH`] times the highest of that knee and the level verified
+    /// (and at least one more).
+    fn slow_start_bound(&self) -> f64 {
+        match self.last_knee {
+            Some(k) if self.verified < VERIFIED_GROWTH * k => {
+                // At least a level more: a quarter of three levels is none.
+                let from = self.verified.max(k);
+                (REPROBE_GROWTH * from).max(from + 1.0)
+            }
+            last => VERIFIED_GROWTH * self.verified.max(last.unwrap_or(START)),
         }
     }
 
@@ -252,5 +288,111 @@ impl Estimator {
             ceiling: Some(self.limit.floor().max(1.0) as u64),
             confirmed: self.knee.is_some(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: f64 = 1e6;
+
+    /// An estimator fed rounds of requests whose latency the test sets: each round admits one
+    /// request per level at the round's start, and ticks once all of them are back.
+    #[derive(Default)]
+    struct Rounds {
+        est: Estimator,
+        ledger: Ledger,
+        now: Nanos,
+    }
+
+    impl Rounds {
+        fn round(
+            &mut self,
+            levels: std::ops::RangeInclusive<u32>,
+            latency: impl Fn(u32) -> f64,
+        ) -> Learned {
+            let start = self.now;
+            let mut samples = Vec::new();
+            for level in levels {
+                self.ledger.enter(start, level);
+                self.ledger.leave(start, level);
+                let latency = latency(level) as Nanos;
+                samples.push(Sample {
+                    admitted: start,
+                    level,
+                    latency,
+                });
+            }
+            let longest = samples.iter().map(|s| s.latency).max().unwrap_or(0);
+            self.now = start + longest + 2 * cohort::BUCKET;
+            self.est.read_ledger(&self.ledger, self.now);
+            // Every round refused requests: the ceiling binds throughout.
+            self.est
+                .observe(self.now, self.now - start, &samples, 1, true)
+        }
+
+        fn rounds(
+            &mut self,
+            n: usize,
+            levels: std::ops::RangeInclusive<u32>,
+            latency: impl Fn(u32) -> f64,
+        ) -> Learned {
+            let mut learned = Learned::default();
+            for _ in 0..n {
+                learned = self.round(levels.clone(), &latency);
+            }
+            learned
+        }
+    }
+
+    /// A queue behind ten workers: 1 ms up to level 10, then proportionally more.
+    fn ten_workers(level: u32) -> f64 {
+        MS * (f64::from(level) / 10.0).max(1.0)
+    }
+
+    #[test]
+    fn a_knee_that_stops_showing_is_looked_for_again_a_quarter_above_it_not_twice() {
+        let mut r = Rounds::default();
+        let learned = r.rounds(40, 1..=14, ten_workers);
+        assert_eq!(learned.knee, Some(10), "{learned:?}");
+        // The levels past the knee answer at base latency now: the knee stops showing, and the
+        // ceiling looks for the next one no further than a quarter above the highest level seen
+        // answered so (14), not twice it.
+        let learned = r.rounds(1_000, 1..=14, |_| MS);
+        assert!(!learned.confirmed, "{learned:?}");
+        let ceiling = learned.ceiling.unwrap_or(0);
+        assert!(
+            ceiling > 14,
+            "the ceiling grows past the old knee: {ceiling}"
+        );
+        assert!(ceiling <= 17, "no more than 1.25 × 14: {ceiling}");
+        // Once levels twice the old knee answer at base latency, it doubles again.
+        let learned = r.rounds(40, 1..=20, |_| MS);
+        assert_eq!(learned.ceiling, Some(40), "{learned:?}");
+    }
+
+    #[test]
+    fn a_lost_knee_of_a_few_workers_is_looked_for_again_at_least_a_level_at_a_time() {
+        let mut r = Rounds::default();
+        let learned = r.rounds(40, 1..=3, |n| MS * (f64::from(n) / 2.0).max(1.0));
+        assert_eq!(learned.knee, Some(2), "{learned:?}");
+        // Level 3 answers at base latency now: a quarter above it is no level at all, one more is.
+        let learned = r.rounds(1_000, 1..=3, |_| MS);
+        assert!(!learned.confirmed, "{learned:?}");
+        assert_eq!(learned.ceiling, Some(4), "{learned:?}");
+    }
+
+    #[test]
+    fn once_a_knee_has_shown_a_rise_too_small_to_show_one_does_not_raise_the_base_latency() {
+        let mut r = Rounds::default();
+        let learned = r.rounds(40, 1..=14, ten_workers);
+        assert_eq!(learned.knee, Some(10), "{learned:?}");
+        // Past level 10 a fifth slower: below the rise that shows a knee, so none shows; the
+        // mean of every level would put the base 6 % higher.
+        let learned = r.rounds(1_000, 1..=14, |n| if n > 10 { 1.2 * MS } else { MS });
+        assert!(!learned.confirmed, "{learned:?}");
+        let base = learned.base_latency.map_or(0.0, |b| b.as_secs_f64() * 1e3);
+        assert!((base - 1.0).abs() < 0.005, "base {base} ms, not 1 ms");
     }
 }
