@@ -13,7 +13,7 @@ mod common;
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use common::{gate_with, hold, ms};
+use common::{ceiling_at_least, gate_with, hold, ms};
 use sluicegate::clock::{Clock, ManualClock, Nanos};
 use sluicegate::config::Limit;
 use sluicegate::{Admission, Config, Gate, Permit, RejectReason, Rejection, Request, Snapshot};
@@ -343,12 +343,7 @@ fn learned_max_qps_is_headroom_above_the_learned_capacity() {
 #[test]
 fn while_the_switch_is_on_the_whole_gate_admits_headroom_above_the_learned_capacity() {
     // A ceiling bounded far above the knee, so that only the rate holds the flood.
-    let mut config = Config::default();
-    config.gate.max_in_flight = Limit::Auto {
-        min: Some(100_000),
-        max: None,
-    };
-    let (gate, clock, _) = gate_with(config);
+    let (gate, clock, _) = gate_with(ceiling_at_least(100_000));
     let mut log = Log::default();
     let (mut service, mut streams) = calm_then_flood(&gate, &clock, 4.0, &mut log, false);
     // A flood of three times the capacity: more than the rate lets through. Its first two

@@ -8,9 +8,8 @@
 
 mod common;
 
-use common::{gate_with, hold, ms};
+use common::{ceiling_at_least, gate_with, hold, ms};
 use proptest::prelude::*;
-use sluicegate::config::Limit;
 use sluicegate::{Config, Gate, Permit, RejectReason, Request, Urgency};
 
 use sluicegate::clock::ManualClock;
@@ -18,12 +17,7 @@ use sluicegate::clock::ManualClock;
 /// The default config with room for every request these tests hold: they pin the memory rule,
 /// not the in-flight ceiling a cold gate starts with.
 fn roomy() -> Config {
-    let mut config = Config::default();
-    config.gate.max_in_flight = Limit::Auto {
-        min: Some(100_000),
-        max: None,
-    };
-    config
+    ceiling_at_least(100_000)
 }
 
 fn urgent(cost: u64) -> Request<'static> {

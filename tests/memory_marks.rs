@@ -5,20 +5,14 @@
 
 mod common;
 
-use common::{gate_with, ms, FakeMemory};
+use common::{ceiling_at_least, gate_with, ms, FakeMemory};
 use sluicegate::clock::ManualClock;
-use sluicegate::config::Limit;
 use sluicegate::{Config, Gate, Permit, RejectReason, Request, Urgency};
 
 /// The default config with an in-flight ceiling far from the memory marks: these tests pin the
 /// memory rule, not the ceiling a cold gate starts with.
 fn roomy() -> Config {
-    let mut config = Config::default();
-    config.gate.max_in_flight = Limit::Auto {
-        min: Some(1000),
-        max: None,
-    };
-    config
+    ceiling_at_least(1000)
 }
 
 /// Memory grows by 1 % of the limit per request in flight, from 50 %: the soft mark (80 %) is at

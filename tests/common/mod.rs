@@ -52,6 +52,17 @@ pub fn small_config() -> Config {
     c
 }
 
+/// The default config with its learned in-flight ceiling held at `min` or more: for tests that
+/// pin another rule (memory, rates) and hold more requests than a cold gate's first ceiling.
+pub fn ceiling_at_least(min: u64) -> Config {
+    let mut config = Config::default();
+    config.gate.max_in_flight = sluicegate::config::Limit::Auto {
+        min: Some(min),
+        max: None,
+    };
+    config
+}
+
 /// A gate on a fresh manual clock whose memory the test controls (read only on `refresh_memory`).
 pub fn gate_with(config: Config) -> (Gate<ManualClock>, ManualClock, FakeMemory) {
     let clock = ManualClock::new();
