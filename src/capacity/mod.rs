@@ -14,10 +14,11 @@
 //!   between random arrivals (`ceiling_for`). Before, a slow start: from `START` requests,
 //!   `GROWTH` more for each request that came back at base latency while the ceiling turned
 //!   requests away, never past twice the highest level seen answered at base latency (or, from
-//!   one answer back in x under half the base latency, its level ÷ (1 + x ÷ s0)). A cold gate
-//!   protects from its first request. A knee that stops showing while the ceiling binds resumes
-//!   the slow start, a quarter above the knee (or the level verified) at a time until a level
-//!   twice the knee answers at base latency.
+//!   one answer back in x under half the base latency, its level ÷ (1 + x ÷ s0)); once 64 answers
+//!   from above that level came back with no band raising it, no further than the ceiling for a
+//!   knee there. A cold gate protects from its first request. A knee that stops showing while
+//!   the ceiling binds resumes the slow start, a quarter above the knee (or the level verified) at
+//!   a time until a level twice the knee answers at base latency.
 //!
 //! It cannot run away: the ceiling grows only on answers at base latency, and only to twice a
 //! level that was seen answered at base latency (on heavy-tailed services, a level up to a few
@@ -68,6 +69,11 @@ pub(crate) const BAND_SAMPLES: f64 = 8.0;
 /// behind W workers, only a request admitted below (1 + x ÷ s0) · W comes back so quick, so its
 /// level ÷ (1 + x ÷ s0) is a level with no queue. Slower answers bound too little to be worth it.
 pub(crate) const QUICK: f64 = 0.5;
+/// Answers from above the highest level verified that may come back while the slow start's
+/// ceiling binds, with no band raising that level, before the slow start stops doubling over it:
+/// 64, eight bands of eight samples (32 and 128 met the family's goodput bar about as often; see
+/// `docs/design/capacity.md`).
+pub(crate) const STALL_ANSWERS: f64 = 64.0;
 
 /// The ceiling for a knee at `k`: [`KNEE_MARGIN`] above it plus the √k ÷ 2 that keeps k workers
 /// busy between Poisson arrivals, and at least one above it.
@@ -145,6 +151,9 @@ pub(crate) struct Estimator {
     /// starts from it rather than from [`START`].
     last_knee: Option<f64>,
     last_refusal: Option<Nanos>,
+    /// Answers from above the level verified since a band last raised it, counted while the
+    /// ceiling binds.
+    unconfirmed: f64,
 }
 
 impl Default for Estimator {
@@ -160,6 +169,7 @@ impl Default for Estimator {
             verified: 0.0,
             last_knee: None,
             last_refusal: None,
+            unconfirmed: 0.0,
         }
     }
 }
@@ -208,7 +218,18 @@ impl Estimator {
         let binding = self
             .last_refusal
             .is_some_and(|at| (now.saturating_sub(at) as f64) <= window);
+        // Answers from above the level verified that no band confirms: the slow start stops
+        // doubling over a level whose higher neighbours were tried and showed no room.
+        let verified = self.verified;
         self.fit(binding);
+        if self.verified > verified {
+            self.unconfirmed = 0.0;
+        } else if binding {
+            let above = samples
+                .iter()
+                .filter(|s| f64::from(s.level) > verified + 1.0);
+            self.unconfirmed += above.count() as f64;
+        }
         if self.knee.is_none() && binding {
             let grown = self.limit + GROWTH * (base.saturating_mul(every.max(1))) as f64;
             self.limit = grown.min(self.slow_start_bound());
@@ -256,8 +277,20 @@ impl Estimator {
     /// The most the slow start may grow the ceiling to: twice the highest level verified (or
     /// the last knee, or [`START`]); once a knee has shown and until a level twice as high is
     /// verified, only [`REPROBE_GROWTH`] times the highest of that knee and the level verified
-    /// (and at least one more).
+    /// (and at least one more). Once [`STALL_ANSWERS`] answers from above the level verified
+    /// came back without raising it, no more than the ceiling for a knee there: the levels above
+    /// it were tried, and none showed room.
     fn slow_start_bound(&self) -> f64 {
+        let bound = self.doubling_bound();
+        if self.unconfirmed >= STALL_ANSWERS && self.verified > 0.0 {
+            bound.min(ceiling_for(self.verified))
+        } else {
+            bound
+        }
+    }
+
+    /// [`Estimator::slow_start_bound`] before the levels above the one verified were tried.
+    fn doubling_bound(&self) -> f64 {
         match self.last_knee {
             Some(k) if self.verified < VERIFIED_GROWTH * k => {
                 // At least a level more: a quarter of three levels is none.
@@ -381,6 +414,62 @@ mod tests {
         let learned = r.rounds(1_000, 1..=3, |_| MS);
         assert!(!learned.confirmed, "{learned:?}");
         assert_eq!(learned.ceiling, Some(4), "{learned:?}");
+    }
+
+    #[test]
+    fn levels_above_the_one_verified_that_never_show_room_stop_the_slow_start_over_it() {
+        // Ten levels verified at a base latency of 1 ms; the slow start doubles over them.
+        let mut est = Estimator {
+            s0: Some(MS),
+            verified: 10.0,
+            limit: 20.0,
+            ..Estimator::default()
+        };
+        // Rounds of answers from levels 12 to 20 (more than a level above the one verified), a
+        // little slower than base and never judged (their cohorts stay open): no band confirms
+        // any of those levels, and none shows a knee.
+        let mut now: Nanos = 0;
+        let mut answers = 0;
+        loop {
+            let samples: Vec<Sample> = (12..=20)
+                .map(|level| Sample {
+                    admitted: now,
+                    level,
+                    latency: (1.5 * MS) as Nanos,
+                })
+                .collect();
+            now += (2.0 * MS) as Nanos;
+            let learned = est.observe(now, (2.0 * MS) as Nanos, &samples, 1, true);
+            answers += samples.len();
+            assert!(!learned.confirmed, "{learned:?}");
+            if (answers as f64) < STALL_ANSWERS {
+                assert_eq!(learned.ceiling, Some(20), "after {answers}: {learned:?}");
+            } else {
+                // Tried and never confirmed: the ceiling a knee at ten would give.
+                assert_eq!(learned.ceiling, Some(13), "after {answers}: {learned:?}");
+                assert_eq!(ceiling_for(10.0), 13.0);
+                break;
+            }
+        }
+    }
+
+    #[test]
+    fn while_bands_keep_confirming_higher_levels_the_slow_start_keeps_doubling() {
+        // A service with room at every level tried: every three rounds its bands confirm the top
+        // level tried (a band verifies from two samples, which it holds after the third), so the
+        // thousands of answers from above the level verified before never stop the doubling.
+        let mut r = Rounds::default();
+        let mut ceiling = START as u32;
+        for step in 1..=8 {
+            let learned = r.rounds(3, 1..=ceiling, |_| MS);
+            let before = ceiling;
+            ceiling = learned.ceiling.unwrap_or(0) as u32;
+            // About twice: the bound is twice the top band's mean level, just under the top level.
+            assert!(
+                f64::from(ceiling) >= 1.9 * f64::from(before),
+                "step {step}: {before} -> {learned:?}"
+            );
+        }
     }
 
     #[test]
