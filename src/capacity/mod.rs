@@ -14,9 +14,9 @@
 //!   between random arrivals (`ceiling_for`). Before, a slow start: from `START` requests,
 //!   `GROWTH` more for each request that came back at base latency while the ceiling turned
 //!   requests away, never past twice the highest level seen answered at base latency (or, from
-//!   one answer back in x under half the base latency, its level ÷ (1 + x ÷ s0)); once 64 answers
-//!   from above that level came back with no band raising it, no further than the ceiling for a
-//!   knee there. A cold gate protects from its first request. A knee that stops showing while
+//!   one answer back in x under half the base latency, its level ÷ (1 + x ÷ s0)); once
+//!   `STALL_ANSWERS` answers from above that level came back with no band raising it, no further
+//!   than the ceiling for a knee there. A cold gate protects from its first request. A knee that stops showing while
 //!   the ceiling binds resumes the slow start, a quarter above the knee (or the level verified) at
 //!   a time until a level twice the knee answers at base latency.
 //!
@@ -73,7 +73,7 @@ pub(crate) const QUICK: f64 = 0.5;
 /// ceiling binds, with no band raising that level, before the slow start stops doubling over it:
 /// 64, eight bands of eight samples (32 and 128 met the family's goodput bar about as often; see
 /// `docs/design/capacity.md`).
-pub(crate) const STALL_ANSWERS: f64 = 64.0;
+pub(crate) const STALL_ANSWERS: u64 = 64;
 
 /// The ceiling for a knee at `k`: [`KNEE_MARGIN`] above it plus the √k ÷ 2 that keeps k workers
 /// busy between Poisson arrivals, and at least one above it.
@@ -153,7 +153,7 @@ pub(crate) struct Estimator {
     last_refusal: Option<Nanos>,
     /// Answers from above the level verified since a band last raised it, counted while the
     /// ceiling binds.
-    unconfirmed: f64,
+    unconfirmed: u64,
 }
 
 impl Default for Estimator {
@@ -169,7 +169,7 @@ impl Default for Estimator {
             verified: 0.0,
             last_knee: None,
             last_refusal: None,
-            unconfirmed: 0.0,
+            unconfirmed: 0,
         }
     }
 }
@@ -223,12 +223,12 @@ impl Estimator {
         let verified = self.verified;
         self.fit(binding);
         if self.verified > verified {
-            self.unconfirmed = 0.0;
+            self.unconfirmed = 0;
         } else if binding {
             let above = samples
                 .iter()
                 .filter(|s| f64::from(s.level) > verified + 1.0);
-            self.unconfirmed += above.count() as f64;
+            self.unconfirmed += above.count() as u64;
         }
         if self.knee.is_none() && binding {
             let grown = self.limit + GROWTH * (base.saturating_mul(every.max(1))) as f64;
@@ -281,7 +281,7 @@ impl Estimator {
     /// came back without raising it, no more than the ceiling for a knee there: the levels above
     /// it were tried, and none showed room.
     fn slow_start_bound(&self) -> f64 {
-        let bound = self.doubling_bound();
+        let bound = self.growth_bound();
         if self.unconfirmed >= STALL_ANSWERS && self.verified > 0.0 {
             bound.min(ceiling_for(self.verified))
         } else {
@@ -290,7 +290,7 @@ impl Estimator {
     }
 
     /// [`Estimator::slow_start_bound`] before the levels above the one verified were tried.
-    fn doubling_bound(&self) -> f64 {
+    fn growth_bound(&self) -> f64 {
         match self.last_knee {
             Some(k) if self.verified < VERIFIED_GROWTH * k => {
                 // At least a level more: a quarter of three levels is none.
@@ -429,7 +429,7 @@ mod tests {
         // little slower than base and never judged (their cohorts stay open): no band confirms
         // any of those levels, and none shows a knee.
         let mut now: Nanos = 0;
-        let mut answers = 0;
+        let mut answers: u64 = 0;
         loop {
             let samples: Vec<Sample> = (12..=20)
                 .map(|level| Sample {
@@ -440,9 +440,9 @@ mod tests {
                 .collect();
             now += (2.0 * MS) as Nanos;
             let learned = est.observe(now, (2.0 * MS) as Nanos, &samples, 1, true);
-            answers += samples.len();
+            answers += samples.len() as u64;
             assert!(!learned.confirmed, "{learned:?}");
-            if (answers as f64) < STALL_ANSWERS {
+            if answers < STALL_ANSWERS {
                 assert_eq!(learned.ceiling, Some(20), "after {answers}: {learned:?}");
             } else {
                 // Tried and never confirmed: the ceiling a knee at ten would give.
