@@ -2,7 +2,10 @@
 //! run with a scratch estimator (`lab`, `capacity_lab/lab.rs`) next to references, each judged by
 //! the family's bars: `oracle` and `oracle-own` (the admission policy of `capacity_lab/policy.rs`
 //! told W by the simulator, which no gate knows; `oracle` with the older urgent headroom),
-//! the real gate on its defaults (`sluicegate-auto`), the static limit told W and no protection.
+//! `slow-start`, `slow-start-x0.85` and `slow-start-x1.5` (the gate's slow start stopped at W,
+//! 0.85 W and 1.5 W, `capacity_lab/slow_start.rs`: what learning from cold costs by itself, and
+//! what a stop that far off W costs), the real gate on its defaults (`sluicegate-auto`), the
+//! static limit told W and no protection.
 //!
 //! The estimators use only what an in-process gate sees: their own admissions and refusals, the
 //! requests they hold in flight, each admitted request's urgency, latency and completion time.
@@ -32,6 +35,8 @@ mod lab;
 mod oracle;
 #[path = "capacity_lab/policy.rs"]
 mod policy;
+#[path = "capacity_lab/slow_start.rs"]
+mod slow_start;
 
 static TRACE: AtomicBool = AtomicBool::new(false);
 
@@ -77,10 +82,13 @@ fn args() -> Result<Args, String> {
     Ok(a)
 }
 
-const JUDGED: [&str; 6] = [
+const JUDGED: [&str; 9] = [
     "lab",
     "oracle",
     "oracle-own",
+    "slow-start",
+    "slow-start-x0.85",
+    "slow-start-x1.5",
     family::SUBJECT,
     family::STATIC,
     family::UNPROTECTED,
@@ -94,6 +102,15 @@ fn extras() -> Vec<(&'static str, StrategyFactory<'static>)> {
         }),
         ("oracle-own", &|| {
             Box::new(oracle::Oracle::new(policy::Headroom::Own)) as Box<dyn Strategy>
+        }),
+        ("slow-start", &|| {
+            Box::new(slow_start::SlowStart::new(1.0)) as Box<dyn Strategy>
+        }),
+        ("slow-start-x0.85", &|| {
+            Box::new(slow_start::SlowStart::new(0.85)) as Box<dyn Strategy>
+        }),
+        ("slow-start-x1.5", &|| {
+            Box::new(slow_start::SlowStart::new(1.5)) as Box<dyn Strategy>
         }),
     ]
 }
