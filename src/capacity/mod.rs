@@ -10,6 +10,12 @@
 //! * **Inferred**: latency = s0 · max(1, level ÷ k), fitted over level bands (`bands`,
 //!   `knee`): k is the service's parallelism W, s0 the latency without a queue. Once a knee has
 //!   shown, a fit that shows none takes s0 from the bands at or below that knee only.
+//! * **Counted** (`lower`), while every request is timed: a request admitted at level n with D
+//!   answers back during its longest possible wait proves W ≥ n − D. Where there is such a bound
+//!   it decides: the ceiling grows as the slow start below, never past twice the bound; once the
+//!   bound has stopped rising with levels a quarter above it tried, it is the knee, the ceiling is
+//!   the one for a knee there, and the answers from levels at or below it give the base latency.
+//!   What follows applies where there is no bound.
 //! * **Decided**: once a knee shows, the ceiling is 1.1 k plus the √k ÷ 2 that keeps W workers busy
 //!   between random arrivals (`ceiling_for`). Before, a slow start: from `START` requests,
 //!   `GROWTH` more for each request that came back at base latency while the ceiling turned
@@ -21,8 +27,9 @@
 //!   a time until a level twice the knee answers at base latency.
 //!
 //! It cannot run away: the ceiling grows only on answers at base latency, and only to twice a
-//! level that was seen answered at base latency (on heavy-tailed services, a level up to a few
-//! times W: the base is measured on the same requests). A service that gets slower shows its knee
+//! level that was proved (the bound) or seen answered at base latency (on heavy-tailed services,
+//! a level up to a few times W: the base is measured on the same requests). The bound forgets
+//! what no answer proved for 32 latency scales. A service that gets slower shows its knee
 //! lower within `bands::KEEP` samples of a band; one that gets faster stops showing it, and the
 //! slow start finds the new one. `docs/design/capacity.md` has the reasoning and the experiments.
 
@@ -33,10 +40,12 @@ use crate::clock::Nanos;
 pub(crate) mod bands;
 pub(crate) mod cohort;
 pub(crate) mod knee;
+pub(crate) mod lower;
 
 use bands::{Bands, Point};
 use cohort::Cohorts;
 pub(crate) use cohort::Ledger;
+use lower::Lower;
 
 /// The ceiling a cold gate starts from: eight requests (TCP's initial window is ten), few enough
 /// that no flood gets in first, enough that a service at its usual load is rarely refused while
@@ -154,6 +163,13 @@ pub(crate) struct Estimator {
     /// Answers from above the level verified since a band last raised it, counted while the
     /// ceiling binds.
     unconfirmed: u64,
+    /// The completions-counted lower bound, while every request is timed.
+    lower: Lower,
+    /// The ceiling the lower bound holds, grown as the slow start grows.
+    lower_limit: f64,
+    /// Whether the lower bound shows a knee: it stopped rising once levels above it were tried,
+    /// and has not risen by a quarter since.
+    lower_knee: bool,
 }
 
 impl Default for Estimator {
@@ -170,6 +186,9 @@ impl Default for Estimator {
             last_knee: None,
             last_refusal: None,
             unconfirmed: 0,
+            lower: Lower::default(),
+            lower_limit: START,
+            lower_knee: false,
         }
     }
 }
@@ -230,9 +249,37 @@ impl Estimator {
                 .filter(|s| f64::from(s.level) > verified + 1.0);
             self.unconfirmed += above.count() as u64;
         }
-        if self.knee.is_none() && binding {
-            let grown = self.limit + GROWTH * (base.saturating_mul(every.max(1))) as f64;
-            self.limit = grown.min(self.slow_start_bound());
+        let grown = GROWTH * (base.saturating_mul(every.max(1))) as f64;
+        self.lower.observe(now, samples, every, self.scale);
+        if let Some(lower) = self.lower.bound() {
+            // Where every answer is counted, the bound decides: twice it while it grows or while
+            // no level above it was tried; the ceiling for a knee there once levels above it came
+            // back without raising it.
+            // Rises are a round trip apart where the levels below the bound answer: at the base
+            // latency, not at the queue's.
+            let round_trip = self.lower.base_latency().unwrap_or(self.scale);
+            let growing = self.lower.growing(now, round_trip);
+            self.lower_knee = !growing && (self.lower_knee || self.lower.tried_above());
+            let knee = self.lower_knee;
+            if knee {
+                self.lower_limit = ceiling_for(lower);
+            } else {
+                if binding {
+                    self.lower_limit += grown;
+                }
+                self.lower_limit = self.lower_limit.min(VERIFIED_GROWTH * lower);
+            }
+            self.limit = self.lower_limit;
+            self.knee = knee.then_some(lower);
+            if let Some(s0) = self.lower.base_latency() {
+                self.s0 = Some(s0);
+            }
+        } else {
+            if self.knee.is_none() && binding {
+                self.limit = (self.limit + grown).min(self.slow_start_bound());
+            }
+            self.lower_limit = self.limit;
+            self.lower_knee = false;
         }
         self.learned()
     }
@@ -329,6 +376,9 @@ mod tests {
     use super::*;
 
     const MS: f64 = 1e6;
+    /// These tests feed samples as if one request in two were timed: the knee fit decides (with
+    /// every request timed, the bound of `lower` would).
+    const EVERY: u64 = 2;
 
     /// An estimator fed rounds of requests whose latency the test sets: each round admits one
     /// request per level at the round's start, and ticks once all of them are back.
@@ -362,7 +412,7 @@ mod tests {
             self.est.read_ledger(&self.ledger, self.now);
             // Every round refused requests: the ceiling binds throughout.
             self.est
-                .observe(self.now, self.now - start, &samples, 1, true)
+                .observe(self.now, self.now - start, &samples, EVERY, true)
         }
 
         fn rounds(
@@ -439,7 +489,7 @@ mod tests {
                 })
                 .collect();
             now += (2.0 * MS) as Nanos;
-            let learned = est.observe(now, (2.0 * MS) as Nanos, &samples, 1, true);
+            let learned = est.observe(now, (2.0 * MS) as Nanos, &samples, EVERY, true);
             answers += samples.len() as u64;
             assert!(!learned.confirmed, "{learned:?}");
             if answers < STALL_ANSWERS {
