@@ -22,16 +22,16 @@
 //!   requests away, never past twice the highest level seen answered at base latency (or, from
 //!   one answer back in x under half the base latency, its level ÷ (1 + x ÷ s0)); once
 //!   `STALL_ANSWERS` answers from above that level came back with no band raising it, no further
-//!   than the ceiling for a knee there. A cold gate protects from its first request. A knee that stops showing while
-//!   the ceiling binds resumes the slow start, a quarter above the knee (or the level verified) at
-//!   a time until a level twice the knee answers at base latency.
+//!   than the ceiling for a knee there. A cold gate protects from its first request. A knee that
+//!   stops showing while the ceiling binds resumes the slow start, a quarter above the knee (or
+//!   the level verified) at a time until a level twice the knee answers at base latency.
 //!
 //! It cannot run away: the ceiling grows only on answers at base latency, and only to twice a
 //! level that was proved (the bound) or seen answered at base latency (on heavy-tailed services,
 //! a level up to a few times W: the base is measured on the same requests). The bound forgets
-//! what no answer proved for 32 latency scales. A service that gets slower shows its knee
-//! lower within `bands::KEEP` samples of a band; one that gets faster stops showing it, and the
-//! slow start finds the new one. `docs/design/capacity.md` has the reasoning and the experiments.
+//! what no answer proved for `lower::WINDOW` latency scales. A service that gets slower shows its
+//! knee lower within `bands::KEEP` samples of a band; one that gets faster stops showing it, and
+//! the slow start finds the new one. `docs/design/capacity.md` has the reasoning and the experiments.
 
 use std::time::Duration;
 
@@ -252,28 +252,7 @@ impl Estimator {
         let grown = GROWTH * (base.saturating_mul(every.max(1))) as f64;
         self.lower.observe(now, samples, every, self.scale);
         if let Some(lower) = self.lower.bound() {
-            // Where every answer is counted, the bound decides: twice it while it grows or while
-            // no level above it was tried; the ceiling for a knee there once levels above it came
-            // back without raising it.
-            // Rises are a round trip apart where the levels below the bound answer: at the base
-            // latency, not at the queue's.
-            let round_trip = self.lower.base_latency().unwrap_or(self.scale);
-            let growing = self.lower.growing(now, round_trip);
-            self.lower_knee = !growing && (self.lower_knee || self.lower.tried_above());
-            let knee = self.lower_knee;
-            if knee {
-                self.lower_limit = ceiling_for(lower);
-            } else {
-                if binding {
-                    self.lower_limit += grown;
-                }
-                self.lower_limit = self.lower_limit.min(VERIFIED_GROWTH * lower);
-            }
-            self.limit = self.lower_limit;
-            self.knee = knee.then_some(lower);
-            if let Some(s0) = self.lower.base_latency() {
-                self.s0 = Some(s0);
-            }
+            self.follow_lower(now, lower, binding, grown);
         } else {
             if self.knee.is_none() && binding {
                 self.limit = (self.limit + grown).min(self.slow_start_bound());
@@ -282,6 +261,31 @@ impl Estimator {
             self.lower_knee = false;
         }
         self.learned()
+    }
+
+    /// Where every answer is counted, the bound `lower` decides: the ceiling grows by `grown` while
+    /// it binds, never past twice the bound, while the bound grows or no level above it was tried;
+    /// once levels above it came back without raising it, it is the knee and the ceiling the one
+    /// for a knee there.
+    fn follow_lower(&mut self, now: Nanos, lower: f64, binding: bool, grown: f64) {
+        // Rises are a round trip apart where the levels below the bound answer: at the base
+        // latency, not at the queue's.
+        let round_trip = self.lower.base_latency().unwrap_or(self.scale);
+        let growing = self.lower.growing(now, round_trip);
+        self.lower_knee = !growing && (self.lower_knee || self.lower.tried_above());
+        if self.lower_knee {
+            self.lower_limit = ceiling_for(lower);
+        } else {
+            if binding {
+                self.lower_limit += grown;
+            }
+            self.lower_limit = self.lower_limit.min(VERIFIED_GROWTH * lower);
+        }
+        self.limit = self.lower_limit;
+        self.knee = self.lower_knee.then_some(lower);
+        if let Some(s0) = self.lower.base_latency() {
+            self.s0 = Some(s0);
+        }
     }
 
     fn fit(&mut self, binding: bool) {
