@@ -65,6 +65,10 @@ impl Lower {
     /// A tick at `now`: the samples since the last one, read while requests were timed as the
     /// previous tick asked; `every` is what this tick asks from now on, `scale` the smooth latency.
     pub(crate) fn observe(&mut self, now: Nanos, samples: &[Sample], every: u64, scale: f64) {
+        if now < self.kept_from || self.exact_since.is_some_and(|since| now < since) {
+            // The clock's reading wrapped (it is kept modulo 2^48): start afresh.
+            *self = Lower::default();
+        }
         if let Some(since) = self.exact_since {
             self.count(now, samples, since, scale);
         }
@@ -254,6 +258,21 @@ mod tests {
         lower.observe(50 * MS, &[], 1, 15.0 * MS as f64);
         lower.observe(60 * MS, &samples, 1, 15.0 * MS as f64);
         assert_eq!(lower.bound(), None);
+    }
+
+    #[test]
+    fn a_clock_reading_that_wraps_starts_the_bound_afresh() {
+        let admitted: Vec<Nanos> = (1..=12).collect();
+        let samples = fifo(5, &admitted, &[10 * MS; 12]);
+        let scale = 15.0 * MS as f64;
+        let mut lower = Lower::default();
+        lower.observe(1_000 * MS, &[], 1, scale);
+        lower.observe(1_100 * MS, &[], 1, scale);
+        assert_eq!(lower.bound(), None);
+        // The reading wrapped to near zero: the samples of the new readings count again.
+        lower.observe(0, &[], 1, scale);
+        lower.observe(40 * MS, &samples, 1, scale);
+        assert_eq!(lower.bound(), Some(5.0));
     }
 
     #[test]
