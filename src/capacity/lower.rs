@@ -69,6 +69,10 @@ impl Lower {
             // The clock's reading wrapped (it is kept modulo 2^48): start afresh.
             *self = Lower::default();
         }
+        // Any answer bounds the quickest service, timed in full or not.
+        if let Some(q) = samples.iter().map(|s| s.latency).min() {
+            self.quickest = Some(self.quickest.map_or(q, |quickest| quickest.min(q)));
+        }
         if let Some(since) = self.exact_since {
             self.count(now, samples, since, scale);
         }
@@ -84,7 +88,6 @@ impl Lower {
 
     fn count(&mut self, now: Nanos, samples: &[Sample], since: Nanos, scale: f64) {
         for s in samples {
-            self.quickest = Some(self.quickest.map_or(s.latency, |q| q.min(s.latency)));
             self.done.push(s.admitted.saturating_add(s.latency));
         }
         self.done.sort_unstable();
@@ -258,6 +261,23 @@ mod tests {
         lower.observe(50 * MS, &[], 1, 15.0 * MS as f64);
         lower.observe(60 * MS, &samples, 1, 15.0 * MS as f64);
         assert_eq!(lower.bound(), None);
+    }
+
+    #[test]
+    fn an_answer_from_before_every_request_was_timed_still_gives_the_quickest_service() {
+        let scale = 15.0 * MS as f64;
+        let mut lower = Lower::default();
+        // One quick answer of a service of one worker, in the first tick (not counted: every
+        // request is timed only from that tick on).
+        let first = fifo(1, &[1], &[10 * MS]);
+        lower.observe(50 * MS, &first, 1, scale);
+        assert_eq!(lower.bound(), None);
+        // A queue whose quickest answer is three times slower: without the first answer, the
+        // time of two services would count as waiting.
+        let admitted: Vec<Nanos> = (1..=4).map(|i| 60 * MS + i).collect();
+        let queue = fifo(1, &admitted, &[30 * MS, 10 * MS, 10 * MS, 10 * MS]);
+        lower.observe(200 * MS, &queue, 1, scale);
+        assert_eq!(lower.bound(), Some(1.0));
     }
 
     #[test]
