@@ -165,8 +165,6 @@ pub(crate) struct Estimator {
     unconfirmed: u64,
     /// The completions-counted lower bound, while every request is timed.
     lower: Lower,
-    /// The ceiling the lower bound holds, grown as the slow start grows.
-    lower_limit: f64,
     /// Whether the lower bound shows a knee: it stopped rising once levels above it were tried,
     /// and has not risen by a quarter since.
     lower_knee: bool,
@@ -187,7 +185,6 @@ impl Default for Estimator {
             last_refusal: None,
             unconfirmed: 0,
             lower: Lower::default(),
-            lower_limit: START,
             lower_knee: false,
         }
     }
@@ -240,6 +237,8 @@ impl Estimator {
         // Answers from above the level verified that no band confirms: the slow start stops
         // doubling over a level whose higher neighbours were tried and showed no room.
         let verified = self.verified;
+        // The ceiling of the last tick: the fit below sets its own, which the bound overrides.
+        let held = self.limit;
         self.fit(binding);
         if self.verified > verified {
             self.unconfirmed = 0;
@@ -252,36 +251,32 @@ impl Estimator {
         let grown = GROWTH * (base.saturating_mul(every.max(1))) as f64;
         self.lower.observe(now, samples, every, self.scale);
         if let Some(lower) = self.lower.bound() {
-            self.follow_lower(now, lower, binding, grown);
+            self.follow_lower(now, lower, held, binding, grown);
         } else {
             if self.knee.is_none() && binding {
                 self.limit = (self.limit + grown).min(self.slow_start_bound());
             }
-            self.lower_limit = self.limit;
             self.lower_knee = false;
         }
         self.learned()
     }
 
-    /// Where every answer is counted, the bound `lower` decides: the ceiling grows by `grown` while
-    /// it binds, never past twice the bound, while the bound grows or no level above it was tried;
-    /// once levels above it came back without raising it, it is the knee and the ceiling the one
-    /// for a knee there.
-    fn follow_lower(&mut self, now: Nanos, lower: f64, binding: bool, grown: f64) {
+    /// Where every answer is counted, the bound `lower` decides: the ceiling `held` grows by
+    /// `grown` while it binds, never past twice the bound, while the bound grows or no level above
+    /// it was tried; once levels above it came back without raising it, it is the knee and the
+    /// ceiling the one for a knee there.
+    fn follow_lower(&mut self, now: Nanos, lower: f64, held: f64, binding: bool, grown: f64) {
         // Rises are a round trip apart where the levels below the bound answer: at the base
         // latency, not at the queue's.
         let round_trip = self.lower.base_latency().unwrap_or(self.scale);
         let growing = self.lower.growing(now, round_trip);
         self.lower_knee = !growing && (self.lower_knee || self.lower.tried_above());
-        if self.lower_knee {
-            self.lower_limit = ceiling_for(lower);
+        self.limit = if self.lower_knee {
+            ceiling_for(lower)
         } else {
-            if binding {
-                self.lower_limit += grown;
-            }
-            self.lower_limit = self.lower_limit.min(VERIFIED_GROWTH * lower);
-        }
-        self.limit = self.lower_limit;
+            let grown = if binding { grown } else { 0.0 };
+            (held + grown).min(VERIFIED_GROWTH * lower)
+        };
         self.knee = self.lower_knee.then_some(lower);
         if let Some(s0) = self.lower.base_latency() {
             self.s0 = Some(s0);
