@@ -186,6 +186,13 @@ mod tests {
         out
     }
 
+    /// The samples of `n` requests of 10 ms each, admitted a nanosecond apart from time 1 to
+    /// `workers` workers.
+    fn burst(workers: usize, n: u64) -> Vec<Sample> {
+        let admitted: Vec<Nanos> = (1..=n).collect();
+        fifo(workers, &admitted, &vec![10 * MS; admitted.len()])
+    }
+
     /// A lower bound fed `samples` in one tick at `now`, every request timed from time 0.
     fn fed(samples: &[Sample], now: Nanos, scale: f64) -> Lower {
         let mut lower = Lower::default();
@@ -196,8 +203,7 @@ mod tests {
 
     #[test]
     fn behind_a_queue_of_constant_service_times_the_bound_is_the_worker_count() {
-        let admitted: Vec<Nanos> = (1..=12).collect();
-        let samples = fifo(5, &admitted, &[10 * MS; 12]);
+        let samples = burst(5, 12);
         assert_eq!(samples[11].level, 12);
         let lower = fed(&samples, 40 * MS, 15.0 * MS as f64);
         assert_eq!(lower.bound(), Some(5.0));
@@ -205,8 +211,7 @@ mod tests {
 
     #[test]
     fn quick_answers_from_levels_without_a_queue_prove_those_levels() {
-        let admitted: Vec<Nanos> = (1..=4).collect();
-        let samples = fifo(10, &admitted, &[10 * MS; 4]);
+        let samples = burst(10, 4);
         let lower = fed(&samples, 20 * MS, 10.0 * MS as f64);
         assert_eq!(lower.bound(), Some(4.0));
         assert_eq!(
@@ -238,21 +243,18 @@ mod tests {
     fn answers_from_well_above_the_bound_that_do_not_raise_it_show_the_levels_above_were_tried() {
         let scale = 15.0 * MS as f64;
         // One above five workers: not yet a quarter above the bound.
-        let admitted: Vec<Nanos> = (1..=6).collect();
-        let lower = fed(&fifo(5, &admitted, &[10 * MS; 6]), 40 * MS, scale);
+        let lower = fed(&burst(5, 6), 40 * MS, scale);
         assert_eq!(lower.bound(), Some(5.0));
         assert!(!lower.tried_above());
         // Seven above: tried, and none proved more than five.
-        let admitted: Vec<Nanos> = (1..=12).collect();
-        let lower = fed(&fifo(5, &admitted, &[10 * MS; 12]), 40 * MS, scale);
+        let lower = fed(&burst(5, 12), 40 * MS, scale);
         assert_eq!(lower.bound(), Some(5.0));
         assert!(lower.tried_above());
     }
 
     #[test]
     fn while_only_some_requests_are_timed_there_is_no_bound() {
-        let admitted: Vec<Nanos> = (1..=12).collect();
-        let samples = fifo(5, &admitted, &[10 * MS; 12]);
+        let samples = burst(5, 12);
         let mut lower = Lower::default();
         lower.observe(0, &[], 2, 15.0 * MS as f64);
         lower.observe(40 * MS, &samples, 2, 15.0 * MS as f64);
@@ -282,8 +284,7 @@ mod tests {
 
     #[test]
     fn a_clock_reading_that_wraps_starts_the_bound_afresh() {
-        let admitted: Vec<Nanos> = (1..=12).collect();
-        let samples = fifo(5, &admitted, &[10 * MS; 12]);
+        let samples = burst(5, 12);
         let scale = 15.0 * MS as f64;
         let mut lower = Lower::default();
         lower.observe(1_000 * MS, &[], 1, scale);
@@ -297,8 +298,7 @@ mod tests {
 
     #[test]
     fn a_bound_no_answer_proves_again_is_forgotten_after_its_window() {
-        let admitted: Vec<Nanos> = (1..=12).collect();
-        let samples = fifo(5, &admitted, &[10 * MS; 12]);
+        let samples = burst(5, 12);
         let scale = 15.0 * MS as f64;
         let mut lower = fed(&samples, 40 * MS, scale);
         assert!(lower.growing(40 * MS, scale));
