@@ -172,7 +172,7 @@ pub mod store;
 pub mod switch;
 
 pub use config::{Config, ConfigError};
-pub use gate::{Admission, Gate, GateBuilder, OwnedPermit, Permit, Ticket};
+pub use gate::{Admission, Gate, GateBuilder, OwnedPermit, Permit, SlotTicket, Ticket};
 pub use rejection::{RejectReason, Rejection};
 pub use request::{Request, Urgency};
 pub use snapshot::Snapshot;

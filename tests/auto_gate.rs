@@ -17,7 +17,7 @@ use common::{ceiling_at_least, gate_with, hold, ms};
 use sluicegate::clock::{Clock, ManualClock, Nanos};
 use sluicegate::config::Limit;
 use sluicegate::{Admission, Config, Gate, Permit, RejectReason, Rejection, Request, Snapshot};
-use sluicegate::{SwitchMode, Ticket, Urgency};
+use sluicegate::{SlotTicket, SwitchMode, Ticket, Urgency};
 
 const STEP: Nanos = 1_000_000;
 /// Room the learned rate leaves above a capacity seen saturated (the gate's documented 2 ×).
@@ -88,6 +88,8 @@ struct Service<'g> {
     queue: VecDeque<Permit<'g, ManualClock>>,
     /// Requests waiting for a token, and their stream.
     waiting: Vec<(Ticket<'g, ManualClock>, usize)>,
+    /// Urgent requests waiting for a slot, and their stream.
+    slots: Vec<(SlotTicket<'g, ManualClock>, usize)>,
     /// Highest in-flight level seen at a step.
     peak: u64,
 }
@@ -107,6 +109,7 @@ impl<'g> Service<'g> {
             running: VecDeque::new(),
             queue: VecDeque::new(),
             waiting: Vec::new(),
+            slots: Vec::new(),
             peak: 0,
         }
     }
@@ -133,6 +136,7 @@ impl<'g> Service<'g> {
                 }
             }
             Ok(Admission::Wait(ticket)) => self.waiting.push((ticket, stream)),
+            Ok(Admission::Slot(ticket)) => self.slots.push((ticket, stream)),
             Err(r) => match r.reason {
                 RejectReason::InFlightCeiling => t.in_flight += 1,
                 RejectReason::MemoryCeiling => t.memory += 1,
@@ -156,6 +160,16 @@ impl<'g> Service<'g> {
                 Some(permit) => self.running.push_back((now + self.service, permit)),
                 None => break,
             }
+        }
+        // Slots the releases handed on, and waits that ended without one.
+        let (done, still): (Vec<_>, Vec<_>) = self
+            .slots
+            .drain(..)
+            .partition(|(t, _)| t.is_ready() || t.until() <= Duration::from_nanos(now));
+        self.slots = still;
+        for (ticket, stream) in done {
+            let decision = ticket.admit().map(Admission::Now);
+            self.take(decision, stream, streams);
         }
         let (due, later): (Vec<_>, Vec<_>) = self
             .waiting

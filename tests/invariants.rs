@@ -155,6 +155,7 @@ proptest! {
             for _ in 0..a.cost {
                 begun += 1;
                 match gate.begin(&URGENT) {
+                    Ok(Admission::Slot(_)) => unreachable!("no in-flight ceiling is reached here"),
                     Ok(Admission::Now(permit)) => {
                         admitted.push(now);
                         drop(permit);
@@ -258,6 +259,9 @@ fn gate_idle_for_burst_intervals_admits_exactly_burst_then_refuses() {
                 let mut n = 0;
                 let refusal = loop {
                     match gate.begin(&URGENT) {
+                        Ok(Admission::Slot(_)) => {
+                            unreachable!("no in-flight ceiling is reached here")
+                        }
                         Ok(Admission::Now(_)) => n += 1,
                         other => break other,
                     }
@@ -266,6 +270,7 @@ fn gate_idle_for_burst_intervals_admits_exactly_burst_then_refuses() {
                 assert_eq!(n, burst, "{label}: after {idle} ns idle");
                 // The next one waits exactly T, or is refused with retry_after T.
                 match refusal {
+                    Ok(Admission::Slot(_)) => unreachable!("no in-flight ceiling is reached here"),
                     Ok(Admission::Wait(ticket)) => {
                         assert!(!timeout.is_zero(), "{label}");
                         assert_eq!(ticket.wait(), nanos(t), "{label}");
@@ -330,6 +335,7 @@ proptest! {
             clock.set(nanos(now));
             for _ in 0..a.cost {
                 match gate.begin(&request) {
+                    Ok(Admission::Slot(_)) => unreachable!("no in-flight ceiling is reached here"),
                     Ok(Admission::Now(_)) => {}
                     Ok(Admission::Wait(ticket)) => waiting.push(ticket),
                     Err(r) => {
@@ -344,6 +350,7 @@ proptest! {
                         waiting.admit_due(&clock, now, &mut admitted);
                         clock.set(nanos(now));
                         match gate.begin(&request) {
+                            Ok(Admission::Slot(_)) => unreachable!("no in-flight ceiling is reached here"),
                             Ok(Admission::Now(_)) => prop_assert!(request_timeout.is_zero()),
                             Ok(Admission::Wait(ticket)) => {
                                 prop_assert_eq!(ticket.wait(), request_timeout);
@@ -371,6 +378,7 @@ fn gate_retry_after_is_exact_with_and_without_waiting() {
         let mut tickets = Vec::new();
         let refusal = loop {
             match gate.begin(&URGENT) {
+                Ok(Admission::Slot(_)) => unreachable!("no in-flight ceiling is reached here"),
                 Ok(Admission::Wait(t)) => tickets.push(t),
                 Ok(Admission::Now(_)) => panic!("no token left"),
                 Err(r) => break r,
@@ -386,6 +394,7 @@ fn gate_retry_after_is_exact_with_and_without_waiting() {
         assert_eq!(again.retry_after, Some(nanos(1)));
         clock.advance(nanos(1));
         match gate.begin(&URGENT) {
+            Ok(Admission::Slot(_)) => unreachable!("no in-flight ceiling is reached here"),
             Ok(Admission::Now(_)) => assert!(timeout.is_zero()),
             Ok(Admission::Wait(t)) => assert_eq!(t.wait(), timeout),
             Err(r) => panic!("refused at retry_after: {r:?}"),
@@ -469,6 +478,7 @@ proptest! {
             for _ in 0..cost {
                 log.saw(now);
                 match gate.begin(&URGENT) {
+                    Ok(Admission::Slot(_)) => unreachable!("no in-flight ceiling is reached here"),
                     Ok(Admission::Now(permit)) => {
                         held.push(permit);
                         log.admitted(now, log.seen);
@@ -622,6 +632,7 @@ fn gate_refuses_durations_beyond_64_bit_nanoseconds_and_accepts_the_longest_that
     let mut tickets = Vec::new();
     for _ in 0..10 {
         match gate.begin(&URGENT).expect("waits rather than refuses") {
+            Admission::Slot(_) => unreachable!("no in-flight ceiling is reached here"),
             Admission::Now(p) => drop(p),
             Admission::Wait(t) => tickets.push(t),
         }
@@ -657,6 +668,7 @@ fn gate_near_the_end_of_time_neither_panics_nor_overflows() {
             held.extend(due.into_iter().map(|t| t.admit().expect("due")));
             for _ in 0..2 {
                 match gate.begin(&URGENT) {
+                    Ok(Admission::Slot(_)) => unreachable!("no in-flight ceiling is reached here"),
                     Ok(Admission::Now(p)) => {
                         admitted.push(now);
                         held.push(p);
@@ -712,6 +724,7 @@ fn gate_whose_schedule_reaches_the_end_of_time_keeps_limiting() {
     let mut tickets = Vec::new();
     for _ in 0..100 {
         match gate.begin(&URGENT) {
+            Ok(Admission::Slot(_)) => unreachable!("no in-flight ceiling is reached here"),
             Ok(Admission::Now(_)) => ready.push(clock.now()),
             Ok(Admission::Wait(t)) => {
                 ready.push(t.ready_at().as_nanos() as u64);
@@ -928,6 +941,7 @@ fn abandoning_the_head_ticket_at_its_ready_time_does_not_hold_up_the_others() {
     assert!(matches!(gate.begin(&URGENT), Ok(Admission::Now(_))));
     let mut tickets: Vec<Ticket<'_, ManualClock>> = (1..=100u64)
         .map(|k| match gate.begin(&URGENT) {
+            Ok(Admission::Slot(_)) => unreachable!("no in-flight ceiling is reached here"),
             Ok(Admission::Wait(ticket)) => {
                 assert_eq!(ticket.ready_at(), nanos(t0 + k * t), "ticket {k}");
                 ticket

@@ -302,6 +302,7 @@ async fn each_stage_refuses_with_its_own_reason() {
         max_in_flight = 1
         max_running = 1
         switch = "force_off"
+        request_timeout = "0s"   # refused at the full gate, not waiting for a slot
         [policies."/breaker"]
         breaker = { policies = [{ kind = "consecutive_failures", failures = 1 }] }
         [policies."/rate"]
@@ -385,6 +386,7 @@ async fn a_later_refusal_gives_back_the_probe_and_the_slot_but_keeps_the_token()
         max_in_flight = 1
         max_running = 1
         switch = "force_off"
+        request_timeout = "0s"   # refused at the full gate, not waiting for a slot
         [policies."/x"]
         breaker = { policies = [{ kind = "consecutive_failures", failures = 1 }], half_open = { probes = 1 } }
         rate = "10/s"

@@ -346,3 +346,61 @@ async fn a_response_future_dropped_before_its_answer_releases_its_permit_as_canc
         (2, 2, 0)
     );
 }
+
+/// A fixed in-flight ceiling of one, the switch forced off: every request is urgent (the default).
+const ONE_IN_FLIGHT: &str = "[gate]\nmax_in_flight = 1\nmax_running = 1\nswitch = \"force_off\"\n";
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_urgent_request_at_the_full_ceiling_is_served_with_the_slot_a_release_frees() {
+    let clock = ManualClock::new();
+    let gate = gate(ONE_IN_FLIGHT, &clock);
+    let handler = Counted::default();
+    let mut service = SluiceLayer::new(gate.clone()).layer(handler.clone());
+    let holder = gate
+        .try_acquire(&sluicegate::Request::url("/held"))
+        .expect("room for one");
+
+    let mut waiting = task::spawn(service.ready().await.expect("ready").call(request("/a")));
+    assert!(waiting.poll().is_pending(), "the ceiling is full");
+    assert_eq!(gate.slot_waiters(), 1);
+    assert_eq!(handler.calls.load(Ordering::SeqCst), 0);
+
+    drop(holder);
+    assert!(waiting.is_woken(), "the release hands its slot on");
+    let Poll::Ready(answer) = waiting.poll() else {
+        panic!("served with the freed slot");
+    };
+    let response = answer.expect("answered");
+    assert_eq!(response.status(), StatusCode::OK);
+    let s = gate.snapshot();
+    assert_eq!((gate.slot_waiters(), s.in_flight), (0, 1));
+    assert_eq!(
+        (s.counters.slot_waits, s.counters.refused_in_flight),
+        (1, 0)
+    );
+    drop(response);
+    assert_eq!(gate.snapshot().in_flight, 0);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_urgent_request_that_gets_no_slot_in_time_is_refused_when_its_wait_ends() {
+    let clock = ManualClock::new();
+    let gate = gate(ONE_IN_FLIGHT, &clock);
+    let handler = Counted::default();
+    let mut service = SluiceLayer::new(gate.clone()).layer(handler.clone());
+    let _holder = gate
+        .try_acquire(&sluicegate::Request::url("/held"))
+        .expect("room for one");
+    let mut waiting = task::spawn(service.ready().await.expect("ready").call(request("/a")));
+    assert!(waiting.poll().is_pending());
+    clock.advance(Duration::from_millis(2500));
+    assert!(waiting.is_woken(), "the end of the wait wakes it");
+    let Poll::Ready(answer) = waiting.poll() else {
+        panic!("refused once request_timeout has passed");
+    };
+    let response = answer.expect("a refusal is an answer");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(handler.calls.load(Ordering::SeqCst), 0);
+    let s = gate.snapshot();
+    assert_eq!((gate.slot_waiters(), s.counters.refused_in_flight), (0, 1));
+}

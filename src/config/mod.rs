@@ -124,10 +124,12 @@ pub struct GateConfig {
     /// Original design: `non_worry_token_speed`. Default 30.
     pub non_urgent_qps: f64,
     /// Longest a request may wait for a token; a request that could not be served within it is refused
-    /// at once. Zero means never wait. Original design: `request_timeout`. Default 2500 ms.
+    /// at once. Zero means never wait. Also the longest an urgent request that finds the in-flight
+    /// ceiling full waits for a freed slot. Original design: `request_timeout`. Default 2500 ms.
     #[serde(with = "units::duration")]
     pub request_timeout: Duration,
     /// Most requests waiting for a token at once; one more is refused at once. Zero means nobody waits.
+    /// Urgent requests waiting for an in-flight slot are bounded by the same number, counted apart.
     /// Original design: `max_await_thread_length`. Default 500.
     pub max_waiters: u64,
     /// Hard ceiling on requests in flight: at or above it a request is refused at once, whatever the

@@ -127,11 +127,26 @@ impl<C: Clock> Inner<C> {
         slot: Slot,
         uncounted: Option<Urgency>,
     ) -> Permit<'_, C> {
+        self.permit_at(now, waited, cost, slot, uncounted, None)
+    }
+
+    /// [`Inner::permit`] of a request whose slot was taken at `level` in flight, if known (a
+    /// slot handed to a waiter, maybe one of several handed at once), else at the count now.
+    #[inline(always)]
+    pub(super) fn permit_at(
+        &self,
+        now: Option<Nanos>,
+        waited: Nanos,
+        cost: u64,
+        slot: Slot,
+        uncounted: Option<Urgency>,
+        level: Option<u64>,
+    ) -> Permit<'_, C> {
         let seq = self.stripes.admit(uncounted.map(Self::class_event));
         let started = if seq & self.hot.sample_mask.load(Ordering::Relaxed) == 0 {
             let now = now.unwrap_or_else(|| self.clock.now());
             // The count this request just raised: its line is in this core's cache.
-            let level = self.turnstile.current();
+            let level = level.unwrap_or_else(|| self.turnstile.current());
             if level >= self.ticks.early_level.load(Ordering::Relaxed) {
                 self.tick_early(now);
             } else {
@@ -443,6 +458,10 @@ impl<C: Clock> Inner<C> {
         let cost = charge.cost();
         if cost > 0 {
             self.declared.fetch_sub(cost, Ordering::Relaxed);
+        }
+        // Urgent requests waiting for a slot get this one before any new request can take it.
+        if !self.slots.is_empty() {
+            self.hand_on_slots();
         }
         // A success is counted by what it is not (see `Stripes::totals`), so that the common
         // release touches no counter of this thread's.

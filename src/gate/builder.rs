@@ -136,6 +136,7 @@ impl<C: Clock> GateBuilder<C> {
             urgent_in_flight: CachePadded::new(InFlight::new()),
             declared: CachePadded::new(AtomicU64::new(0)),
             waiters: CachePadded::new(AtomicU64::new(0)),
+            slots: CachePadded::default(),
             switch: CachePadded::new(SwitchCell::new(gate.switch)),
             hot: CachePadded::new(HotLimits::default()),
             ticks: CachePadded::new(TickMarks::new(

@@ -75,6 +75,16 @@ pub(super) struct HotLimits {
     /// Urgent requests alone may hold this many when they use the urgent room: the ceiling before
     /// a knee shows, no bound of their own after (the flood verdict closes the room).
     pub(super) urgent_alone_cap: AtomicU64,
+    /// Whether an urgent request that meets the in-flight ceiling may wait for a slot (see
+    /// [`SlotTicket`](super::SlotTicket)): under a ceiling the config fixes, always; under a
+    /// learned one, once a knee shows. Before, the ceiling is the slow start's guess, which grows
+    /// only as requests meet it and go above it: held back at the guess, urgent work would slow
+    /// the very learning that lets it in.
+    pub(super) slot_waits: AtomicBool,
+    /// The in-flight level below which a freed slot goes to a waiting urgent request: a fixed
+    /// ceiling's whole; a learned ceiling's working level, the urgent headroom above it left to
+    /// urgent bursts (handed to waiters too, it kept a small service's queue standing).
+    pub(super) slot_level: AtomicU64,
     /// Requests admitted at or above this in-flight level are classified where that is cheap and
     /// counted if urgent; `u64::MAX` where urgent requests are not counted (a fixed ceiling).
     pub(super) urgent_watch: AtomicU64,
@@ -144,6 +154,12 @@ impl HotLimits {
         self.non_urgent_cap.store(non_urgent, r);
         self.urgent_room.store(0, r);
         self.urgent_alone_cap.store(0, r);
+        self.slot_waits.store(!g.max_in_flight.is_auto(), r);
+        let slot_level = match g.max_in_flight {
+            Limit::Fixed(_) => ceiling,
+            Limit::Auto { .. } => working,
+        };
+        self.slot_level.store(slot_level, r);
         self.urgent_watch.store(u64::MAX, r);
         self.non_urgent_before_token.store(before_token, r);
         self.memory_soft_cap.store(u64::MAX, r);

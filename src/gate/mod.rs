@@ -50,8 +50,13 @@
 //!    shares one atomic word with the in-flight count (the turnstile cell): a request that
 //!    finds a token at once and a slot below the shared level takes both in one
 //!    compare-and-swap.
-//! 5. The admitted request holds a [`Permit`]; releasing it (on return, error, panic or cancellation)
-//!    decrements in-flight and records the latency. Exactly once.
+//! 5. An urgent request that the in-flight ceiling would refuse waits for a slot instead
+//!    ([`SlotTicket`], `slot_queue.rs`), with [`Gate::acquire`], [`Gate::call`], the tower layer
+//!    and [`Gate::begin`]: under a fixed ceiling always, under a learned one once a knee shows;
+//!    up to `request_timeout`, at most `max_waiters` of them.
+//! 6. The admitted request holds a [`Permit`]; releasing it (on return, error, panic or cancellation)
+//!    decrements in-flight and records the latency, exactly once, and hands the slot to the newest
+//!    waiting urgent request, if any, before any new request can take it.
 //!
 //! # Learned limits
 //! Each tick the sampler feeds the capacity estimator (`docs/design/capacity.md`) and turns what it
@@ -122,6 +127,8 @@ mod owned;
 mod permit;
 mod policy;
 mod report;
+mod slot_queue;
+mod slot_ticket;
 mod tick;
 mod update;
 mod urgent_room;
@@ -135,6 +142,7 @@ pub use owned::OwnedPermit;
 pub(crate) use owned::{Decision, Pending};
 pub use permit::{Admission, Permit, Ticket};
 use permit::{Charge, Class, Decided, Outcome, Slot};
+pub use slot_ticket::SlotTicket;
 use urgent_room::{
     briefly_held, fixed_levels, peak_held, urgent_headroom, urgent_reserve, URGENT_HEADROOM_FULL,
 };
@@ -397,6 +405,8 @@ struct Inner<C: Clock> {
     /// Declared memory costs of the requests in flight, in bytes.
     declared: CachePadded<AtomicU64>,
     waiters: CachePadded<AtomicU64>,
+    /// Urgent requests waiting for an in-flight slot (see [`slot_queue`]).
+    slots: CachePadded<slot_queue::SlotQueue>,
     switch: CachePadded<SwitchCell>,
     hot: CachePadded<HotLimits>,
     ticks: CachePadded<TickMarks>,
@@ -488,32 +498,52 @@ impl<C: Clock> Gate<C> {
     /// Admits the request, waits for its token, or refuses it. The permit releases the request when
     /// dropped (as a success) or through [`Permit::success`] / [`Permit::failure`]. Dropping the future
     /// while it waits for a token gives the token back where that is safe (none waits behind it).
+    ///
+    /// An urgent request that meets the in-flight ceiling waits for a freed slot, up to
+    /// `request_timeout` (see [`SlotTicket`]), where the clock can time the wait.
     pub async fn acquire(&self, request: &Request<'_>) -> Result<Permit<'_, C>, Rejection> {
         let inner = &*self.inner;
-        let status = inner.check_ceilings()?;
-        if !status.on() {
-            return inner.enter_unpaced(request);
-        }
-        let now = inner.clock.now();
-        inner.maybe_tick(now);
-        let admission = match inner.classify_cached(request, now) {
-            Some(urgency) => inner.draw(status, urgency, request.cost(), now),
-            None => {
-                let urgency = inner.classify_by_lookup(request, now).await;
-                inner.draw(status, urgency, request.cost(), inner.clock.now())
+        let decided = match inner.check_ceilings() {
+            Ok(status) if !status.on() => inner.enter_unpaced(request).map(Admission::Now),
+            Ok(status) => {
+                let now = inner.clock.now();
+                inner.maybe_tick(now);
+                match inner.classify_cached(request, now) {
+                    Some(urgency) => inner.draw(status, urgency, request.cost(), now),
+                    None => {
+                        let urgency = inner.classify_by_lookup(request, now).await;
+                        inner.draw(status, urgency, request.cost(), inner.clock.now())
+                    }
+                }
             }
+            Err(refused) => Err(refused),
         };
-        match admission? {
+        let admission = match decided {
+            Ok(admission) => admission,
+            Err(refused) if inner.clock.can_sleep() => inner.wait_for_slot(request, refused)?,
+            Err(refused) => return Err(refused),
+        };
+        match admission {
             Admission::Now(permit) => Ok(permit),
             // Boxed: rare, and kept out of this future it leaves every other one small.
             Admission::Wait(ticket) => Box::pin(inner.wait_for_token(ticket, request)).await,
+            Admission::Slot(ticket) => Box::pin(ticket.wait(request.cancel())).await,
         }
     }
 
-    /// [`Gate::acquire`] for plain threads: waits for a token by blocking the thread.
+    /// Urgent requests waiting for an in-flight slot now (see [`SlotTicket`]).
+    pub fn slot_waiters(&self) -> u64 {
+        self.inner.slots.len()
+    }
+
+    /// [`Gate::acquire`] for plain threads: waits for a token by blocking the thread. An urgent
+    /// request that meets the in-flight ceiling is refused at once (a blocked thread cannot be
+    /// woken by the release that frees a slot).
     pub fn acquire_blocking(&self, request: &Request<'_>) -> Result<Permit<'_, C>, Rejection> {
-        match self.begin(request)? {
+        let admission = Admission::within_deadline(self.decide(request)?, request)?;
+        match admission {
             Admission::Now(permit) => Ok(permit),
+            Admission::Slot(ticket) => ticket.admit(),
             Admission::Wait(ticket) => {
                 if request.cancel().is_some_and(|c| c.is_cancelled()) {
                     return Err(ticket.refuse_cancelled());
@@ -536,8 +566,14 @@ impl<C: Clock> Gate<C> {
     /// A request whose urgency must come from the [`UrgencyLookup`] and is not cached is classified
     /// with [`UrgencyLookup::lookup_blocking`]. One whose token would come after its deadline
     /// ([`Request::with_deadline`]) is refused at once (`DeadlineExceeded`), the token given back.
+    ///
+    /// An urgent request that meets the in-flight ceiling gets a [`SlotTicket`] to wait for a freed
+    /// slot with ([`Admission::Slot`]), unless `max_waiters` wait for one already.
     pub fn begin(&self, request: &Request<'_>) -> Result<Admission<'_, C>, Rejection> {
-        Admission::within_deadline(self.decide(request)?, request)
+        match self.decide(request) {
+            Ok(admission) => Admission::within_deadline(admission, request),
+            Err(refused) => self.inner.wait_for_slot(request, refused),
+        }
     }
 
     /// [`Gate::begin`], giving back what the caller asks for (see [`Decided`]).

@@ -151,13 +151,14 @@ impl<C: Clock> Gate<C> {
 mod decision {
     use std::mem::ManuallyDrop;
 
-    use super::super::{Admission, Inner, Ticket};
+    use super::super::slot_ticket::SlotParts;
+    use super::super::{Admission, Inner, SlotTicket, Ticket};
     use super::OwnedPermit;
     use crate::cell::bucket::Reservation;
     use crate::clock::{Clock, Nanos};
     use crate::deadline::Cancel;
     use crate::gate::Gate;
-    use crate::rejection::Rejection;
+    use crate::rejection::{RejectReason, Rejection};
     use crate::request::{Request, Target, Urgency};
     use crate::switch::SwitchBits;
 
@@ -176,6 +177,8 @@ mod decision {
     pub(crate) enum Pending<C: Clock> {
         /// A token reserved (counted among the waiters).
         Token(OwnedTicket<C>),
+        /// Urgent, waiting for an in-flight slot.
+        Slot(OwnedSlotTicket<C>),
         /// The urgency must come from the lookup; nothing taken yet.
         Lookup {
             gate: Gate<C>,
@@ -188,6 +191,7 @@ mod decision {
         pub(crate) async fn wait(self) -> Result<OwnedPermit<C>, Rejection> {
             match self {
                 Pending::Token(ticket) => ticket.wait().await,
+                Pending::Slot(ticket) => ticket.wait().await,
                 Pending::Lookup { gate, request } => gate.acquire_owned(&request.request()).await,
             }
         }
@@ -259,6 +263,45 @@ mod decision {
         }
     }
 
+    /// A [`SlotTicket`] that owns a handle to its gate, with the request's cancellation signal.
+    pub(crate) struct OwnedSlotTicket<C: Clock> {
+        gate: Gate<C>,
+        /// `None` once its wait began.
+        parts: Option<SlotParts>,
+        cancel: Option<Cancel>,
+    }
+
+    impl<C: Clock> OwnedSlotTicket<C> {
+        fn of(ticket: SlotTicket<'_, C>, gate: &Gate<C>, request: &Request<'_>) -> Self {
+            OwnedSlotTicket {
+                gate: gate.clone(),
+                parts: Some(ticket.into_parts()),
+                cancel: request.cancel().cloned(),
+            }
+        }
+
+        /// [`Gate::acquire`]'s wait for a slot.
+        async fn wait(mut self) -> Result<OwnedPermit<C>, Rejection> {
+            let inner = &*self.gate.inner;
+            let Some(parts) = self.parts.take() else {
+                return Err(inner.refuse(RejectReason::InFlightCeiling, None));
+            };
+            let permit = SlotTicket::from_parts(inner, parts)
+                .wait(self.cancel.as_ref())
+                .await?;
+            Ok(OwnedPermit::of(permit, &self.gate))
+        }
+    }
+
+    impl<C: Clock> Drop for OwnedSlotTicket<C> {
+        fn drop(&mut self) {
+            if let Some(parts) = self.parts.take() {
+                // Dropped before its wait began: the ticket abandons it.
+                drop(SlotTicket::from_parts(&self.gate.inner, parts));
+            }
+        }
+    }
+
     impl<C: Clock> Drop for OwnedTicket<C> {
         fn drop(&mut self) {
             if self.live {
@@ -325,15 +368,36 @@ mod decision {
             let inner = &*self.inner;
             let status = match inner.check_ceilings() {
                 Ok(status) => status,
-                Err(rejection) => return Decision::Refused(rejection),
+                Err(rejection) => return self.refused_owned(request, rejection),
             };
             if !status.on() {
                 return match inner.enter_unpaced(request) {
                     Ok(permit) => Decision::Admitted(OwnedPermit::of(permit, self)),
-                    Err(rejection) => Decision::Refused(rejection),
+                    Err(rejection) => self.refused_owned(request, rejection),
                 };
             }
             self.decide_owned_paced(status, request)
+        }
+
+        /// A refusal, unless it is an urgent request's at the in-flight ceiling that may wait for
+        /// a slot (as [`Gate::acquire`] would).
+        #[cold]
+        #[inline(never)]
+        fn refused_owned(&self, request: &Request<'_>, rejection: Rejection) -> Decision<C> {
+            let inner = &*self.inner;
+            if !inner.clock.can_sleep() {
+                return Decision::Refused(rejection);
+            }
+            match inner.wait_for_slot(request, rejection) {
+                Ok(Admission::Now(permit)) => Decision::Admitted(OwnedPermit::of(permit, self)),
+                Ok(Admission::Slot(ticket)) => {
+                    Decision::Pending(Pending::Slot(OwnedSlotTicket::of(ticket, self, request)))
+                }
+                Ok(Admission::Wait(ticket)) => {
+                    Decision::Pending(Pending::Token(OwnedTicket::of(ticket, self, request)))
+                }
+                Err(rejection) => Decision::Refused(rejection),
+            }
         }
 
         /// [`Gate::decide_owned`] with the switch on: a token drawn, or the lookup asked first.
@@ -354,7 +418,12 @@ mod decision {
                 Ok(Admission::Wait(ticket)) => {
                     Decision::Pending(Pending::Token(OwnedTicket::of(ticket, self, request)))
                 }
-                Err(rejection) => Decision::Refused(rejection),
+                // The draw itself never waits for a slot.
+                Ok(Admission::Slot(ticket)) => match ticket.admit() {
+                    Ok(permit) => Decision::Admitted(OwnedPermit::of(permit, self)),
+                    Err(rejection) => Decision::Refused(rejection),
+                },
+                Err(rejection) => self.refused_owned(request, rejection),
             }
         }
     }

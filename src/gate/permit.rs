@@ -140,6 +140,9 @@ pub enum Admission<'g, C: Clock = MonotonicClock> {
     Now(Permit<'g, C>),
     /// A token is reserved; wait until [`Ticket::ready_at`], then [`Ticket::admit`].
     Wait(Ticket<'g, C>),
+    /// Urgent, at the in-flight ceiling: waiting for a freed slot; call [`SlotTicket::admit`] once
+    /// [`SlotTicket::is_ready`], or at [`SlotTicket::until`] at the latest.
+    Slot(SlotTicket<'g, C>),
 }
 
 /// A request that holds a reserved token and waits for it. It counts against `max_waiters` until it
@@ -268,6 +271,7 @@ impl<'g, C: Clock> Decided<'g, C> for Permit<'g, C> {
         match admission {
             Admission::Now(permit) => Ok(permit),
             Admission::Wait(ticket) => Err(ticket.refuse_unable_to_wait()),
+            Admission::Slot(ticket) => ticket.admit(),
         }
     }
 }

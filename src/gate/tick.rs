@@ -127,14 +127,14 @@ impl<C: Clock> Inner<C> {
                     + c.refused_memory
                     + c.abandoned
             };
-            let waiting = self.waiters.load(Ordering::Acquire);
+            let waiting = self.waiters.load(Ordering::Acquire) + self.slots.len();
             let asked =
                 (resolved(&totals) + waiting).saturating_sub(resolved(&last) + m.last_waiting);
             m.last_waiting = waiting;
             figures.offered_rate = asked as f64 / secs;
-            figures.ceiling_refusals = totals
-                .refused_in_flight
-                .saturating_sub(last.refused_in_flight);
+            // An urgent request waiting for a slot met the ceiling as a refused one did.
+            let met = |c: &Counters| c.refused_in_flight + c.slot_waits;
+            figures.ceiling_refusals = met(&totals).saturating_sub(met(&last));
             let waited = totals.waited.saturating_sub(last.waited);
             figures.mean_wait =
                 (waited > 0).then(|| totals.wait_nanos.saturating_sub(last.wait_nanos) / waited);
@@ -149,7 +149,7 @@ impl<C: Clock> Inner<C> {
             self.hot.sample_mask.store(mask, Ordering::Relaxed);
             // Refusals at a ceiling the config holds below the learned one say nothing about the
             // service's room.
-            let refused = !m.ceiling_bounded && totals.refused_in_flight > last.refused_in_flight;
+            let refused = !m.ceiling_bounded && met(&totals) > met(&last);
             let learned = m.estimator.observe(
                 now & crate::signal::sampler::LATENCY_MASK,
                 settings.tick,
@@ -442,6 +442,13 @@ impl<C: Clock> Inner<C> {
             None => ceiling,
         };
         hot.urgent_alone_cap.store(alone, Ordering::Relaxed);
+        let slot_waits = !g.max_in_flight.is_auto() || learned.knee.is_some();
+        hot.slot_waits.store(slot_waits, Ordering::Relaxed);
+        let slot_level = match g.max_in_flight {
+            Limit::Fixed(_) => ceiling,
+            Limit::Auto { .. } => working,
+        };
+        hot.slot_level.store(slot_level, Ordering::Relaxed);
         // Counted whatever the room of the moment, so that the count is right when room opens.
         let watch = if g.max_in_flight.is_auto() {
             (working.min(soft) / 2).max(1)
@@ -449,6 +456,10 @@ impl<C: Clock> Inner<C> {
             u64::MAX
         };
         hot.urgent_watch.store(watch, Ordering::Relaxed);
+        // A raised ceiling frees slots as a release does.
+        if !self.slots.is_empty() {
+            self.hand_on_slots();
+        }
     }
 
     /// Deadline-aware waiting: a token wait plus the expected latency must fit in `request_timeout`;

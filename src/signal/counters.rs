@@ -17,8 +17,12 @@ use thread_local::ThreadLocal;
 pub struct Counters {
     /// Requests admitted to their handler.
     pub admitted: u64,
-    /// Refused because in-flight had reached `max_in_flight`.
+    /// Refused because in-flight had reached `max_in_flight` (an urgent request that waited for a
+    /// slot and got none within `request_timeout` counts here once its wait ends).
     pub refused_in_flight: u64,
+    /// Urgent requests that met the in-flight ceiling and waited for a freed slot instead of being
+    /// refused at once (admitted once a slot came: then counted in `waited` too).
+    pub slot_waits: u64,
     /// Refused because memory use had reached `max_memory_ratio`.
     pub refused_memory: u64,
     /// Refused because no token would exist within `request_timeout`.
@@ -27,7 +31,7 @@ pub struct Counters {
     pub refused_waiters: u64,
     /// Gave up while waiting for a token (the caller dropped the future).
     pub abandoned: u64,
-    /// Admitted requests that waited for their token.
+    /// Admitted requests that waited for their token or, urgent, for a slot.
     pub waited: u64,
     /// Admitted requests released as a success (returned, or the permit was dropped): the
     /// admitted ones no longer in flight that neither failed nor were cancelled.
@@ -36,7 +40,7 @@ pub struct Counters {
     pub failed: u64,
     /// Admitted requests whose future was dropped while the handler ran.
     pub cancelled: u64,
-    /// Total time admitted requests spent waiting for their token, in nanoseconds.
+    /// Total time admitted requests spent waiting for their token or a slot, in nanoseconds.
     pub wait_nanos: u64,
     /// Requests classified as urgent (classification happens only where urgency matters: while the
     /// switch is on, near the in-flight ceiling, or, with a learned ceiling, from half of it up
@@ -77,9 +81,12 @@ pub(crate) enum Event {
     Cancelled,
     ClassifiedUrgent,
     ClassifiedNonUrgent,
+    /// An urgent request refused at the in-flight ceiling waits for a slot instead: the refusal
+    /// counted before is taken back.
+    SlotWait,
 }
 
-const EVENTS: usize = 10;
+const EVENTS: usize = 11;
 
 #[derive(Debug, Default)]
 struct Stripe {
@@ -169,7 +176,8 @@ impl Stripes {
         let get = |e: Event| sum[e as usize];
         Counters {
             admitted,
-            refused_in_flight: get(Event::RefusedInFlight),
+            refused_in_flight: get(Event::RefusedInFlight).saturating_sub(get(Event::SlotWait)),
+            slot_waits: get(Event::SlotWait),
             refused_memory: get(Event::RefusedMemory),
             refused_rate: get(Event::RefusedRate),
             refused_waiters: get(Event::RefusedWaiters),

@@ -56,7 +56,7 @@ use std::time::Duration;
 use crate::cell::bucket::{Bucket, BucketParams};
 use crate::clock::{duration_to_nanos, Clock, ManualClock, Nanos};
 use crate::config::{Config, ConfigError};
-use crate::gate::{Admission, Gate, Permit, Ticket};
+use crate::gate::{Admission, Gate, Permit, SlotTicket, Ticket};
 use crate::probe::{MemoryReading, ProbeError};
 use crate::request::{Request, Urgency};
 
@@ -120,6 +120,14 @@ pub trait Strategy {
     /// The backend answered an admitted attempt; `ok` is whether its client was still waiting (a
     /// server learns otherwise when the write to the closed connection fails).
     fn complete(&mut self, id: AttemptId, now: Nanos, ok: bool);
+
+    /// A waiting attempt the strategy admits now (asked after each of the strategy's decisions
+    /// and answers, until `None`): one told to wait until a time, admitted before it (a slot freed
+    /// by an answer, say). The default admits none.
+    fn admitted(&mut self, now: Nanos) -> Option<AttemptId> {
+        let _ = now;
+        None
+    }
 
     /// Periodic work. Called at time 0 and then whenever the strategy asks: return the next time, or
     /// `None` for no more calls. The default asks for none.
@@ -230,6 +238,11 @@ impl<S: Strategy, W: Watch> Strategy for Watched<S, W> {
         self.inner.complete(id, now, ok);
         self.watch.completed(id, ok);
     }
+    fn admitted(&mut self, now: Nanos) -> Option<AttemptId> {
+        let id = self.inner.admitted(now)?;
+        self.watch.readied(id, &Offer::Admit);
+        Some(id)
+    }
     fn timer(&mut self, now: Nanos, backend: &BackendView) -> Option<Nanos> {
         self.inner.timer(now, backend)
     }
@@ -259,6 +272,9 @@ impl<S: Strategy + ?Sized> Strategy for &mut S {
     }
     fn complete(&mut self, id: AttemptId, now: Nanos, ok: bool) {
         (**self).complete(id, now, ok)
+    }
+    fn admitted(&mut self, now: Nanos) -> Option<AttemptId> {
+        (**self).admitted(now)
     }
     fn timer(&mut self, now: Nanos, backend: &BackendView) -> Option<Nanos> {
         (**self).timer(now, backend)
@@ -434,6 +450,8 @@ pub struct Sluicegate<'g> {
     probe_interval: Nanos,
     permits: IdMap<Permit<'g, ManualClock>>,
     tickets: IdMap<Ticket<'g, ManualClock>>,
+    /// Urgent attempts waiting for a slot, oldest first (the gate hands slots to the newest).
+    slots: Vec<(AttemptId, SlotTicket<'g, ManualClock>)>,
     /// The payload of the attempt about to be offered, declared to the gate as its cost.
     payload: Option<(AttemptId, u64)>,
 }
@@ -462,6 +480,7 @@ impl<'g> Sluicegate<'g> {
             probe_interval,
             permits: IdMap::default(),
             tickets: IdMap::default(),
+            slots: Vec::new(),
             payload: None,
         }
     }
@@ -484,7 +503,18 @@ impl<'g> Sluicegate<'g> {
                 self.tickets.insert(id, ticket);
                 Offer::WaitUntil(until)
             }
+            Admission::Slot(ticket) => {
+                let until = duration_to_nanos(ticket.until());
+                self.slots.push((id, ticket));
+                Offer::WaitUntil(until)
+            }
         }
+    }
+
+    /// Takes attempt `id`'s wait for a slot off the list, if it waits for one.
+    fn take_slot(&mut self, id: AttemptId) -> Option<SlotTicket<'g, ManualClock>> {
+        let at = self.slots.iter().rposition(|(of, _)| *of == id)?;
+        Some(self.slots.remove(at).1)
     }
 }
 
@@ -514,6 +544,15 @@ impl Strategy for Sluicegate<'_> {
 
     fn ready(&mut self, id: AttemptId, now: Nanos, _: &BackendView) -> Offer {
         self.at(now);
+        if let Some(ticket) = self.take_slot(id) {
+            return match ticket.admit() {
+                Ok(permit) => {
+                    self.permits.insert(id, permit);
+                    Offer::Admit
+                }
+                Err(rejection) => refusal(rejection.retry_after),
+            };
+        }
         match self.tickets.remove(&id) {
             Some(ticket) => match ticket.admit() {
                 Ok(permit) => {
@@ -530,6 +569,7 @@ impl Strategy for Sluicegate<'_> {
     fn abandon(&mut self, id: AttemptId, now: Nanos) {
         self.at(now);
         self.tickets.remove(&id);
+        self.take_slot(id);
     }
 
     fn complete(&mut self, id: AttemptId, now: Nanos, ok: bool) {
@@ -540,6 +580,24 @@ impl Strategy for Sluicegate<'_> {
             } else {
                 permit.failure();
             }
+        }
+    }
+
+    fn admitted(&mut self, now: Nanos) -> Option<AttemptId> {
+        // Slots handed on wait with their tickets; the gate hands them to the newest first.
+        let handed = (self.slots.len() as u64).saturating_sub(self.gate.slot_waiters());
+        if handed == 0 {
+            return None;
+        }
+        self.at(now);
+        let at = self.slots.iter().rposition(|(_, t)| t.is_ready())?;
+        let (id, ticket) = self.slots.remove(at);
+        match ticket.admit() {
+            Ok(permit) => {
+                self.permits.insert(id, permit);
+                Some(id)
+            }
+            Err(_) => None,
         }
     }
 

@@ -229,6 +229,7 @@ impl<'a> Engine<'a> {
                     if let Some(next) = strategy.timer(self.now, &view) {
                         self.push(next.max(self.now + 1), Ev::Timer);
                     }
+                    self.admit_waiting(strategy);
                 }
             }
         }
@@ -360,6 +361,21 @@ impl<'a> Engine<'a> {
         strategy.payload(id, payload);
         let offer = strategy.offer(id, urgent, self.now, &view);
         self.apply(id, offer);
+        self.admit_waiting(strategy);
+    }
+
+    /// Admits the waiting attempts the strategy lets in now, before their wait ends.
+    fn admit_waiting(&mut self, strategy: &mut dyn Strategy) {
+        while let Some(id) = strategy.admitted(self.now) {
+            match self.attempts.get_mut(id) {
+                Some(a) if a.state == State::Waiting => {
+                    a.state = State::Deciding;
+                    self.waiting -= 1;
+                    self.admit(id);
+                }
+                _ => {}
+            }
+        }
     }
 
     /// Carries out a strategy's decision about attempt `id` (deciding now).
@@ -402,6 +418,7 @@ impl<'a> Engine<'a> {
         let view = self.view();
         let offer = strategy.ready(id, self.now, &view);
         self.apply(id, offer);
+        self.admit_waiting(strategy);
     }
 
     fn admit(&mut self, id: AttemptId) {
@@ -485,6 +502,8 @@ impl<'a> Engine<'a> {
         if let Some(next) = self.queue.pop_front() {
             self.start(next);
         }
+        // After the freed worker took the queue's head: what the answer let in queues behind it.
+        self.admit_waiting(strategy);
     }
 
     fn client_timeout(&mut self, strategy: &mut dyn Strategy, id: AttemptId) {
