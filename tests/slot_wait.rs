@@ -187,3 +187,26 @@ fn dropping_acquire_while_it_waits_leaves_the_queue() {
     assert_eq!(s.in_flight, 0);
     assert_eq!(s.counters.abandoned, 1);
 }
+
+#[test]
+fn with_a_learned_latency_a_wait_lasts_four_expected_latencies_at_most() {
+    // A fixed ceiling, a learned latency threshold: the gate learns the trimmed mean.
+    let mut config = fixed(2, 8);
+    config.gate.max_avg_latency = sluicegate::config::Limit::AUTO;
+    config.gate.request_timeout = Duration::from_secs(10);
+    config.sampler.tick = ms(100);
+    config.sampler.window = 10;
+    config.sampler.min_samples = 5;
+    let (gate, clock, _) = gate_with(config);
+    for _ in 0..10 {
+        let permit = gate.try_acquire(&PAY).expect("room");
+        clock.advance(ms(20));
+        drop(permit);
+    }
+    clock.advance(ms(100));
+    let _tick = gate.snapshot();
+    let _held = hold(&gate, &PAY, 2);
+    let ticket = waiting(&gate);
+    // Every latency was 20 ms: the wait ends 80 ms from now, not 10 s.
+    assert_eq!(ticket.until(), Duration::from_nanos(clock.now()) + ms(80));
+}

@@ -125,7 +125,8 @@ pub struct GateConfig {
     pub non_urgent_qps: f64,
     /// Longest a request may wait for a token; a request that could not be served within it is refused
     /// at once. Zero means never wait. Also the longest an urgent request that finds the in-flight
-    /// ceiling full waits for a freed slot. Original design: `request_timeout`. Default 2500 ms.
+    /// ceiling full waits for a freed slot (with a learned latency, at most four times it).
+    /// Original design: `request_timeout`. Default 2500 ms.
     #[serde(with = "units::duration")]
     pub request_timeout: Duration,
     /// Most requests waiting for a token at once; one more is refused at once. Zero means nobody waits.

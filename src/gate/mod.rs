@@ -53,7 +53,8 @@
 //! 5. An urgent request that the in-flight ceiling would refuse waits for a slot instead
 //!    ([`SlotTicket`], `slot_queue.rs`), with [`Gate::acquire`], [`Gate::call`], the tower layer
 //!    and [`Gate::begin`]: under a fixed ceiling always, under a learned one once a knee shows;
-//!    up to `request_timeout`, at most `max_waiters` of them.
+//!    up to `request_timeout` (with a learned latency, four times it at most), at most
+//!    `max_waiters` of them.
 //! 6. The admitted request holds a [`Permit`]; releasing it (on return, error, panic or cancellation)
 //!    decrements in-flight and records the latency, exactly once, and hands the slot to the newest
 //!    waiting urgent request, if any, before any new request can take it.

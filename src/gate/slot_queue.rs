@@ -13,7 +13,8 @@
 //! The newest waiter gets the next slot (last in, first out): under a flood of urgent work the
 //! queue stands, and serving its oldest first would answer only requests whose clients are about
 //! to give up; the newest still have their whole timeout ahead. A wait lasts at most
-//! `request_timeout` (and never past the request's deadline); at most `max_waiters` wait at once.
+//! `request_timeout` (with a learned latency, four times it at most; never past the request's
+//! deadline); at most `max_waiters` wait at once.
 //!
 //! # The request path
 //! A release reads one word (the queue's length) and does nothing more while nobody waits. Only
