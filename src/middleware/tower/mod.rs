@@ -4,7 +4,8 @@
 //! For each request it asks the service's [`Gate`](crate::Gate) one question, *may this request
 //! run now?*, and acts on the answer:
 //!
-//! * **Admitted** (at once, or after a bounded wait for its token): the request goes to the inner
+//! * **Admitted** (at once, or after a bounded wait for its token or, urgent at a full in-flight
+//!   ceiling, for a freed slot): the request goes to the inner
 //!   service, and its permit stays with it until the response **body** has been read to its end
 //!   (or dropped: a client gone mid-stream). A handler that returns a streaming body is still at
 //!   work while it streams, so that is what the gate counts in flight. The request is released
