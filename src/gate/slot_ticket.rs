@@ -26,6 +26,12 @@ impl<C: Clock> Inner<C> {
             .then(|| self.turnstile.current())
     }
 
+    /// Gives back a slot taken for a waiter that will not use it: the next waiter gets it.
+    fn give_back_slot(&self) {
+        self.turnstile.leave();
+        self.hand_on_slots();
+    }
+
     /// Hands freed slots to waiting urgent requests, newest first, while the ceiling has room.
     #[cold]
     #[inline(never)]
@@ -96,8 +102,7 @@ impl<C: Clock> Inner<C> {
     ) -> Result<Permit<'_, C>, Rejection> {
         if cost > 0 {
             if let Err(rejection) = self.charge(cost) {
-                self.turnstile.leave();
-                self.hand_on_slots();
+                self.give_back_slot();
                 return Err(rejection);
             }
         }
@@ -169,15 +174,18 @@ impl<'g, C: Clock> SlotTicket<'g, C> {
         match within_nanos(&self.inner.clock, self.until, cancel, granted).await {
             Err(crate::deadline::Ended::Cancelled) => {
                 let mut ticket = self;
-                ticket.done = true;
-                let inner = ticket.inner;
-                if inner.slots.leave(&ticket.waiter) {
-                    inner.turnstile.leave();
-                    inner.hand_on_slots();
-                }
-                Err(inner.refuse(RejectReason::Cancelled, None))
+                ticket.withdraw();
+                Err(ticket.inner.refuse(RejectReason::Cancelled, None))
             }
             _ => self.admit(),
+        }
+    }
+
+    /// Ends the wait unused: out of the queue, and a slot handed to it meanwhile given back.
+    fn withdraw(&mut self) {
+        self.done = true;
+        if self.inner.slots.leave(&self.waiter) {
+            self.inner.give_back_slot();
         }
     }
 }
@@ -223,10 +231,7 @@ impl<C: Clock> Drop for SlotTicket<'_, C> {
         if self.done {
             return;
         }
-        if self.inner.slots.leave(&self.waiter) {
-            self.inner.turnstile.leave();
-            self.inner.hand_on_slots();
-        }
+        self.withdraw();
         self.inner.stripes.bump(Event::Abandoned);
     }
 }
