@@ -1010,6 +1010,32 @@ fn answers_at_base_latency_while_the_ceiling_binds_double_it_about_every_round_t
     assert_eq!(gate.snapshot().learned.knee, None);
 }
 
+#[test]
+fn a_ceiling_that_binds_grows_by_its_own_admissions_with_no_snapshot_read() {
+    // Every slot that frees is taken again at once, so that every admission finds the ceiling
+    // full; nothing reads a snapshot (which runs a due tick itself) until the end. Every request
+    // is answered in 10 ms: the ceiling must grow round trip after round trip.
+    let (gate, clock, _) = gate_with(Config::default());
+    let request = Request::url("/x");
+    let mut held: VecDeque<(Nanos, Permit<'_, ManualClock>)> = VecDeque::new();
+    let mut most = 0;
+    for _ in 0..300 {
+        let now = clock.now();
+        while held.front().is_some_and(|(done, _)| *done <= now) {
+            held.pop_front();
+            while let Ok(p) = gate.try_acquire(&request) {
+                held.push_back((now + ms(10).as_nanos() as Nanos, p));
+            }
+        }
+        while let Ok(p) = gate.try_acquire(&request) {
+            held.push_back((now + ms(10).as_nanos() as Nanos, p));
+        }
+        most = most.max(held.len());
+        clock.advance(ms(1));
+    }
+    assert!(most >= 64, "at most {most} in flight after 30 round trips");
+}
+
 // ---------------------------------------------------------------- urgent room
 
 #[test]

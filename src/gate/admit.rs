@@ -149,9 +149,8 @@ impl<C: Clock> Inner<C> {
             let level = level.unwrap_or_else(|| self.turnstile.current());
             if level >= self.ticks.early_level.load(Ordering::Relaxed) {
                 self.tick_early(now);
-            } else {
-                self.maybe_tick(now);
             }
+            self.maybe_tick(now);
             let start = TimedStart::new(now, level);
             self.ledger.enter(start.at(), start.level());
             start.0
