@@ -10,6 +10,10 @@
 //! `step` runs the grid's step scenario of that backend (warm-up, then a step to LOAD × C).
 //!
 //! `urgent refused` counts the urgent requests refused since the line before.
+//!
+//! Each line reads a [`Gate::snapshot`], which runs the sampler's tick if one is due: a trace
+//! runs a few ticks at other moments than the family's runs do, so its figures can drift from
+//! theirs by a little (the same draw's goodput by a few hundredths).
 
 use std::process::ExitCode;
 

@@ -109,6 +109,8 @@ impl<C: Clock> Inner<C> {
                         self.declared.fetch_sub(cost, Ordering::Relaxed);
                     }
                     self.count_uncounted(uncounted);
+                    // A flood that is only refused still runs the tick: nothing else may come.
+                    self.maybe_tick(now.unwrap_or_else(|| self.clock.now()));
                     return Err(rejection);
                 }
             }

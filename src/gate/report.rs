@@ -17,6 +17,13 @@ impl<C: Clock> Gate<C> {
 }
 
 impl<C: Clock> Gate<C> {
+    /// Whether the switch is on, and its flips so far, read without running a due tick (which
+    /// [`Gate::snapshot`] does): what an observer reads without steering the gate.
+    #[cfg(feature = "sim")]
+    pub(crate) fn switch_unticked(&self) -> (bool, u64) {
+        (self.inner.switch.load().on, self.inner.switch.flips())
+    }
+
     /// The whole gate's rate in force, requests per second, read without the sampler's lock: what
     /// a refused request's `RateLimit-Policy` announces (a snapshot per refusal would take the
     /// lock every request's tick takes, and copy the percentile histograms).

@@ -610,10 +610,10 @@ impl Strategy for Sluicegate<'_> {
 
     fn switch_on(&mut self, now: Nanos) -> bool {
         self.at(now);
-        self.gate.snapshot().switch.on
+        self.gate.switch_unticked().0
     }
 
     fn switch_flips(&mut self) -> u64 {
-        self.gate.snapshot().switch_flips
+        self.gate.switch_unticked().1
     }
 }
