@@ -42,6 +42,8 @@ struct Tally {
     memory: u64,
     rate: u64,
     waiters: u64,
+    /// Told to wait for a token.
+    waited: u64,
 }
 
 impl Tally {
@@ -53,6 +55,7 @@ impl Tally {
             memory: self.memory - before.memory,
             rate: self.rate - before.rate,
             waiters: self.waiters - before.waiters,
+            waited: self.waited - before.waited,
         }
     }
 }
@@ -135,7 +138,10 @@ impl<'g> Service<'g> {
                     self.queue.push_back(permit);
                 }
             }
-            Ok(Admission::Wait(ticket)) => self.waiting.push((ticket, stream)),
+            Ok(Admission::Wait(ticket)) => {
+                t.waited += 1;
+                self.waiting.push((ticket, stream));
+            }
             Ok(Admission::Slot(ticket)) => self.slots.push((ticket, stream)),
             Err(r) => match r.reason {
                 RejectReason::InFlightCeiling => t.in_flight += 1,
@@ -943,6 +949,34 @@ fn a_request_refused_at_the_ceiling_with_the_switch_on_gives_its_token_back() {
         "{next:?}"
     );
     drop(held);
+}
+
+#[test]
+fn on_a_slow_service_urgent_requests_within_the_ceiling_take_no_wait_for_a_token() {
+    // 8 workers of 1 s (8 requests a second): urgent requests at half the capacity under a
+    // non-urgent flood of three times it. The learned rate (twice the capacity) is headroom for
+    // the ceiling to hold the service; its bucket must not make urgent requests wait for tokens
+    // that a tenth of a second of it (one and a half) could not bank.
+    let (gate, clock, _) = gate_with(with_reports_non_urgent());
+    let mut service = Service::new(&gate, &clock, 8, Duration::from_secs(1));
+    let mut streams = vec![
+        Stream::new(Request::url("/pay"), 4.0),
+        Stream::new(Request::url("/report/monthly"), 24.0),
+    ];
+    let mut log = Log::default();
+    service.run(&mut streams, 30.0, log.keep());
+    let before = streams[0].tally;
+    service.run(&mut streams, 30.0, log.keep());
+    let urgent = streams[0].tally.since(&before);
+    let s = gate.snapshot();
+    assert!(s.switch.on, "{}", log.show(50.0));
+    assert!(s.learned.capacity.is_some(), "{}", log.show(50.0));
+    assert_eq!(
+        urgent.rate + urgent.waited,
+        0,
+        "{urgent:?}: {}",
+        log.show(50.0)
+    );
 }
 
 // ---------------------------------------------------------------- slow start

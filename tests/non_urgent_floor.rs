@@ -51,9 +51,13 @@ fn a_floor_above_the_capacity_of_a_small_service_does_not_flood_it() {
         .filter(|s| (25_000..35_000).contains(&s.t_ms))
         .collect();
     assert!(!late_flood.is_empty());
+    // Near the ceiling: what lies above it is the floor's few slots and the urgent room (a
+    // working level more while urgent demand, 0.9 C here, stays short of the knee), which urgent
+    // bursts fill now and then (4–4.5 W at their peaks). A floor that flooded the service would
+    // add 14 requests a second to the queue for the whole flood.
     let most = late_flood.iter().map(|s| s.in_flight).max().unwrap_or(0);
     assert!(
-        most <= 4 * workers,
+        most <= 5 * workers,
         "{most} requests in flight on {workers} workers late in the flood"
     );
     // And it answers: a service held near its workers serves most of its capacity in time.

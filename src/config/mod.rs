@@ -151,7 +151,9 @@ pub struct GateConfig {
     pub memory_limit: Option<u64>,
     /// How much of its rate each token bucket may bank: a bucket holds `max(1, rate × burst)` tokens,
     /// the non-urgent floor's at least two (with one, requests that come a little after each token
-    /// would get less than `non_urgent_qps`). Default 100 ms.
+    /// would get less than `non_urgent_qps`). A learned `max_qps` banks at least one base latency
+    /// of itself (it is headroom above the capacity; the in-flight ceiling holds the service).
+    /// Default 100 ms.
     #[serde(with = "units::duration")]
     pub burst: Duration,
     /// The initial switch mode. Default `auto`.

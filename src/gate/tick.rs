@@ -309,7 +309,11 @@ impl<C: Clock> Inner<C> {
         m.thresholds =
             Self::learned_thresholds(g, &m.learned, Thresholds::unlearned(&settings.config));
         if g.max_qps.is_auto() {
-            self.hot.set_whole_rate(m.thresholds.whole_rate, g.burst);
+            // A learned rate is headroom for the ceiling to hold the service: it banks at least a
+            // base latency of itself, or urgent requests arriving together within one round trip
+            // of a slow service wait for tokens (100 ms of 15/s is one and a half).
+            let burst = m.learned.base_latency.map_or(g.burst, |b| g.burst.max(b));
+            self.hot.set_whole_rate(m.thresholds.whole_rate, burst);
         }
         let floor_rate = Self::floor_rate(g, &m.learned);
         if floor_rate < g.non_urgent_qps || self.hot.learning.load(Ordering::Relaxed) {
