@@ -91,6 +91,21 @@ pub(crate) fn ceiling_for(k: f64) -> f64 {
     (k1 + (0.5 * k1.sqrt() + 0.5).floor()).max(k + 1.0)
 }
 
+/// The ceiling for a knee at `k`, learned as `ceiling`, while demand runs at `load` times the
+/// capacity: the room above [`KNEE_MARGIN`] × k is for workers that idle between random
+/// arrivals, and under a load of ρ > 1 the gaps between arrivals are 1/ρ as long, so the room
+/// shrinks with them (never below k, never above `ceiling`). On a service of one worker under a
+/// flood the second slot only queued a request behind the one in service.
+pub(crate) fn ceiling_under_load(k: u64, ceiling: u64, load: f64) -> u64 {
+    if load.is_nan() || load <= 1.0 {
+        return ceiling;
+    }
+    let k1 = KNEE_MARGIN * k as f64;
+    let room = (ceiling as f64 - k1).max(0.0);
+    let trimmed = (k1 + room / load).round() as u64;
+    ceiling.min(trimmed.max(k))
+}
+
 /// The mean latency of the bands at or below `level`, if any.
 fn below(points: &[Point], level: f64) -> Option<f64> {
     let (n, sum) = points
@@ -532,5 +547,28 @@ mod tests {
         assert!(!learned.confirmed, "{learned:?}");
         let base = learned.base_latency.map_or(0.0, |b| b.as_secs_f64() * 1e3);
         assert!((base - 1.0).abs() < 0.005, "base {base} ms, not 1 ms");
+    }
+
+    #[test]
+    fn under_load_the_room_above_the_knee_shrinks_with_the_gaps_between_arrivals() {
+        // At or below the capacity the ceiling stands.
+        assert_eq!(ceiling_under_load(10, 13, 1.0), 13);
+        assert_eq!(ceiling_under_load(10, 13, 0.5), 13);
+        assert_eq!(ceiling_under_load(10, 13, f64::NAN), 13);
+        // The room above 1.1 k (2 of 13) halves at twice the capacity.
+        assert_eq!(ceiling_under_load(10, 13, 2.0), 12);
+        // One worker under a flood: no second slot to queue behind it.
+        assert_eq!(ceiling_under_load(1, 2, 8.0), 1);
+        assert_eq!(ceiling_under_load(1, 2, 1.5), 2);
+        // Never below the knee, never above the ceiling learned.
+        for load in [1.5, 3.0, 20.0, f64::INFINITY] {
+            for k in [1, 2, 7, 100, 1_500] {
+                let ceiling = ceiling_for(k as f64) as u64;
+                let under = ceiling_under_load(k, ceiling, load);
+                assert!(k <= under && under <= ceiling, "k {k} load {load}: {under}");
+            }
+        }
+        // A learned ceiling below 1.1 k (a bound, not a knee's) is kept.
+        assert_eq!(ceiling_under_load(10, 10, 5.0), 10);
     }
 }

@@ -340,6 +340,7 @@ impl<C: Clock> Inner<C> {
         // The working level: requests enter below it without being classified, and non-urgent
         // requests never above it; with a fixed ceiling, also its urgent reserve above and below.
         let recent = m.urgent_known.then_some(m.urgent_recent);
+        let learned_level = level_under_load(&learned, m.figures.offered_rate);
         let (working, fixed_headroom, fixed_reserve) = match g.max_in_flight {
             Limit::Fixed(max) => {
                 let on = self.switch.load().on;
@@ -347,7 +348,7 @@ impl<C: Clock> Inner<C> {
             }
             Limit::Auto { .. } => {
                 let start = crate::capacity::START as u64;
-                let working = g.max_in_flight.clamp(learned.ceiling.unwrap_or(start));
+                let working = g.max_in_flight.clamp(learned_level.unwrap_or(start));
                 (working.max(1), 0, 0)
             }
         };
@@ -406,7 +407,8 @@ impl<C: Clock> Inner<C> {
             Limit::Auto { .. } => working.saturating_add(headroom).saturating_sub(ceiling),
         };
         hot.max_in_flight.store(ceiling, Ordering::Relaxed);
-        m.ceiling_bounded = learned.ceiling.is_some_and(|c| working < c);
+        // Held below it by the config, not by the load: refusals then say nothing of the room.
+        m.ceiling_bounded = learned_level.is_some_and(|c| working < c);
         // Only above a learned ceiling, and never past its bound: a number the user set holds.
         let floor_slots = match g.max_in_flight {
             Limit::Auto { max, .. } => {
@@ -566,6 +568,19 @@ impl<C: Clock> Inner<C> {
             }
         }
     }
+}
+
+/// The learned ceiling, with less room above the knee while demand (`offered` requests a second)
+/// exceeds the learned capacity: it fills the gaps between arrivals that room is for (see
+/// `capacity::ceiling_under_load`).
+fn level_under_load(learned: &Learned, offered: f64) -> Option<u64> {
+    let ceiling = learned.ceiling?;
+    Some(match (learned.knee, learned.capacity) {
+        (Some(k), Some(c)) if c > 0.0 => {
+            crate::capacity::ceiling_under_load(k, ceiling, offered / c)
+        }
+        _ => ceiling,
+    })
 }
 
 /// Urgent demand over the tick, from the share of urgent requests among those classified since
