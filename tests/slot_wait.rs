@@ -18,17 +18,10 @@ const REPORT: Request<'static> = Request::url("/report").with_urgency(Urgency::N
 /// Every figure fixed, with an in-flight ceiling of `ceiling`, a rate no test reaches, waits of
 /// up to 200 ms for at most `waiters` requests, and a tick so long that none runs.
 fn fixed(ceiling: u64, waiters: u64) -> Config {
-    let mut c = Config::default();
-    c.gate.max_in_flight = ceiling.into();
-    c.gate.max_running = ceiling.into();
-    c.gate.max_avg_latency = ms(100).into();
-    c.gate.max_qps = 1e6.into();
-    c.gate.non_urgent_qps = 1.0;
-    c.gate.burst = ms(10);
+    let mut c = common::fixed_ceiling(ceiling);
     c.gate.request_timeout = ms(200);
     c.gate.max_waiters = waiters;
     c.gate.switch = SwitchMode::ForceOff;
-    c.sampler.tick = Duration::from_secs(3600);
     c
 }
 

@@ -14,19 +14,9 @@ use sluicegate::{Config, Gate, Permit, RejectReason, Request, SwitchMode, Urgenc
 const PAY: Request<'static> = Request::url("/pay").with_urgency(Urgency::Urgent);
 const REPORT: Request<'static> = Request::url("/report").with_urgency(Urgency::NonUrgent);
 
-/// Every figure fixed (a hand-set config, as in the simulator's scenarios), with an in-flight
-/// ceiling of `ceiling`, a rate no test reaches, a non-urgent floor of one request a second that
-/// banks one token, and a tick so long that none runs unless a test asks for it.
+/// [`common::fixed_ceiling`]: every figure fixed, with an in-flight ceiling of `ceiling`.
 fn fixed(ceiling: u64) -> Config {
-    let mut c = Config::default();
-    c.gate.max_in_flight = ceiling.into();
-    c.gate.max_running = ceiling.into();
-    c.gate.max_avg_latency = ms(100).into();
-    c.gate.max_qps = 1e6.into();
-    c.gate.non_urgent_qps = 1.0;
-    c.gate.burst = ms(10);
-    c.sampler.tick = Duration::from_secs(3600);
-    c
+    common::fixed_ceiling(ceiling)
 }
 
 /// The urgent reserve below a fixed ceiling of `n` before any urgent demand is measured.

@@ -63,6 +63,21 @@ pub fn ceiling_at_least(min: u64) -> Config {
     config
 }
 
+/// Every figure fixed (a hand-set config, as in the simulator's scenarios), with an in-flight
+/// ceiling of `ceiling`, a rate no test reaches, a non-urgent floor of one request a second that
+/// banks one token, and a tick so long that none runs unless a test asks for it.
+pub fn fixed_ceiling(ceiling: u64) -> Config {
+    let mut c = Config::default();
+    c.gate.max_in_flight = ceiling.into();
+    c.gate.max_running = ceiling.into();
+    c.gate.max_avg_latency = ms(100).into();
+    c.gate.max_qps = 1e6.into();
+    c.gate.non_urgent_qps = 1.0;
+    c.gate.burst = ms(10);
+    c.sampler.tick = Duration::from_secs(3600);
+    c
+}
+
 /// A gate on a fresh manual clock whose memory the test controls (read only on `refresh_memory`).
 pub fn gate_with(config: Config) -> (Gate<ManualClock>, ManualClock, FakeMemory) {
     let clock = ManualClock::new();
