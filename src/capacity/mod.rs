@@ -106,6 +106,18 @@ pub(crate) fn ceiling_under_load(k: u64, ceiling: u64, load: f64) -> u64 {
     ceiling.min(trimmed.max(k))
 }
 
+impl Learned {
+    /// The learned ceiling, with less room above the knee while demand (`offered` requests a
+    /// second) exceeds the learned capacity (see [`ceiling_under_load`]).
+    pub(crate) fn ceiling_under_load(&self, offered: f64) -> Option<u64> {
+        let ceiling = self.ceiling?;
+        Some(match (self.knee, self.capacity) {
+            (Some(k), Some(c)) if c > 0.0 => ceiling_under_load(k, ceiling, offered / c),
+            _ => ceiling,
+        })
+    }
+}
+
 /// The mean latency of the bands at or below `level`, if any.
 fn below(points: &[Point], level: f64) -> Option<f64> {
     let (n, sum) = points

@@ -340,7 +340,7 @@ impl<C: Clock> Inner<C> {
         // The working level: requests enter below it without being classified, and non-urgent
         // requests never above it; with a fixed ceiling, also its urgent reserve above and below.
         let recent = m.urgent_known.then_some(m.urgent_recent);
-        let learned_level = level_under_load(&learned, m.figures.offered_rate);
+        let learned_level = learned.ceiling_under_load(m.figures.offered_rate);
         let (working, fixed_headroom, fixed_reserve) = match g.max_in_flight {
             Limit::Fixed(max) => {
                 let on = self.switch.load().on;
@@ -568,19 +568,6 @@ impl<C: Clock> Inner<C> {
             }
         }
     }
-}
-
-/// The learned ceiling, with less room above the knee while demand (`offered` requests a second)
-/// exceeds the learned capacity: it fills the gaps between arrivals that room is for (see
-/// `capacity::ceiling_under_load`).
-fn level_under_load(learned: &Learned, offered: f64) -> Option<u64> {
-    let ceiling = learned.ceiling?;
-    Some(match (learned.knee, learned.capacity) {
-        (Some(k), Some(c)) if c > 0.0 => {
-            crate::capacity::ceiling_under_load(k, ceiling, offered / c)
-        }
-        _ => ceiling,
-    })
 }
 
 /// Urgent demand over the tick, from the share of urgent requests among those classified since
